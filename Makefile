@@ -1,0 +1,31 @@
+# ratewarden: `make test` is what CI runs (.ci/run); `make run` starts the service.
+GO ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@2026.2.2
+MODULES := . $(wildcard service bench)
+
+.PHONY: test lint vet staticcheck fmt-check redis bench
+
+# test: install redis-server if missing, check formatting, vet, staticcheck,
+# then the whole suite with the race detector in every module.
+test: redis fmt-check vet staticcheck
+	@for m in $(MODULES); do echo "== go test -race $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 8m ./...) || exit 1; done
+
+lint: fmt-check vet staticcheck
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+
+staticcheck:
+	@for m in $(MODULES); do (cd $$m && $(GO) run $(STATICCHECK) ./...) || exit 1; done
+
+# redis: the tests start their own redis-server processes; make sure the
+# binary is there (CI machines start without it).
+redis:
+	@command -v redis-server >/dev/null 2>&1 || ./scripts/install-redis.sh
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...

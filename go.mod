@@ -1,0 +1,3 @@
+module github.com/ratewarden/ratewarden
+
+go 1.26

@@ -1,0 +1,241 @@
+// Package testredis starts real redis-server processes for tests, on free
+// loopback ports with persistence off, and stops them when the test ends.
+//
+// Tests fail (never skip) when redis-server is not installed: .ci/run
+// installs it, and a correctness claim about Redis must run against Redis.
+package testredis
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Server is one redis-server process on 127.0.0.1.
+type Server struct {
+	// Addr is "127.0.0.1:<port>"; it stays the same across Restart.
+	Addr string
+	Port int
+
+	dir  string
+	args []string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+}
+
+// Start launches a fresh redis-server on a free loopback port with no
+// persistence, waits until it answers PING, and registers its shutdown
+// with tb.Cleanup. Extra arguments (e.g. "--maxmemory", "10mb") are appended
+// to the command line.
+func Start(tb testing.TB, extra ...string) *Server {
+	tb.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		tb.Fatalf("testredis: redis-server not found on PATH (install it: apt-get install redis-server; .ci/run does): %v", err)
+	}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := FreePort()
+		if err != nil {
+			tb.Fatalf("testredis: %v", err)
+		}
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, dir: tb.TempDir()}
+		s.args = append([]string{
+			"--port", strconv.Itoa(port),
+			"--bind", "127.0.0.1",
+			"--save", "",
+			"--appendonly", "no",
+			"--protected-mode", "no",
+			"--daemonize", "no",
+			"--dir", s.dir,
+			"--logfile", filepath.Join(s.dir, "redis.log"),
+		}, extra...)
+		if lastErr = s.start(bin); lastErr == nil {
+			tb.Cleanup(s.Stop)
+			return s
+		}
+	}
+	tb.Fatalf("testredis: could not start redis-server: %v", lastErr)
+	return nil
+}
+
+// FreePort asks the kernel for a free TCP port on 127.0.0.1.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *Server) start(bin string) error {
+	cmd := exec.Command(bin, s.args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			return fmt.Errorf("redis-server exited at start (%v): %s", err, s.log())
+		default:
+		}
+		if Ping(s.Addr) == nil {
+			s.mu.Lock()
+			s.cmd = cmd
+			s.mu.Unlock()
+			go func() { <-done }() // reap whenever it ends
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	<-done
+	return fmt.Errorf("redis-server on %s did not answer PING within 10s: %s", s.Addr, s.log())
+}
+
+func (s *Server) log() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// Kill ends the server with SIGKILL, as a crash would, and waits until its
+// port stops answering. Data and script cache are gone (no persistence).
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	for i := 0; i < 500 && Ping(s.Addr) == nil; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Stop is Kill; it is safe to call more than once.
+func (s *Server) Stop() { s.Kill() }
+
+// Restart starts the server again on the same port, empty (no data, no
+// scripts). It kills a running server first.
+func (s *Server) Restart(tb testing.TB) {
+	tb.Helper()
+	s.Kill()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		tb.Fatalf("testredis: %v", err)
+	}
+	var lastErr error
+	for attempt := 0; attempt < 50; attempt++ { // the port may linger briefly
+		if lastErr = s.start(bin); lastErr == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tb.Fatalf("testredis: restart on %s: %v", s.Addr, lastErr)
+}
+
+// Do sends one command over a fresh connection and returns the reply as
+// text (integers and simple strings as is, bulk strings as their content,
+// arrays flattened with newlines, nil as "(nil)"). It lets tests inspect
+// Redis without depending on the client under test.
+func (s *Server) Do(args ...string) (string, error) { return Do(s.Addr, args...) }
+
+// Ping returns nil when addr answers PING with PONG.
+func Ping(addr string) error {
+	r, err := Do(addr, "PING")
+	if err != nil {
+		return err
+	}
+	if r != "PONG" {
+		return fmt.Errorf("PING: %q", r)
+	}
+	return nil
+}
+
+// Do is Server.Do for any address.
+func Do(addr string, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	var out []string
+	if err := readReply(bufio.NewReader(c), &out); err != nil {
+		return "", err
+	}
+	return strings.Join(out, "\n"), nil
+}
+
+func readReply(r *bufio.Reader, out *[]string) error {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return fmt.Errorf("empty reply line")
+	}
+	switch line[0] {
+	case '+', ':':
+		*out = append(*out, line[1:])
+	case '-':
+		return fmt.Errorf("redis error: %s", line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return err
+		}
+		if n < 0 {
+			*out = append(*out, "(nil)")
+			return nil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return err
+		}
+		*out = append(*out, string(buf[:n]))
+	case '*':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return err
+		}
+		for range n {
+			if err := readReply(r, out); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("unexpected reply %q", line)
+	}
+	return nil
+}

@@ -1,0 +1,329 @@
+package ratewarden
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Algorithm selects how a Limit counts. The zero value is SlidingWindow.
+type Algorithm uint8
+
+const (
+	// SlidingWindow weighs the previous fixed window's count by how much
+	// of it still overlaps the sliding window, plus the current window's
+	// count: O(1) state, smooth, and an approximation of a true sliding
+	// window (it assumes the previous window's requests were evenly spread).
+	// It is the default.
+	SlidingWindow Algorithm = iota
+	// FixedWindow counts requests in epoch-aligned windows of Period
+	// (for 1m: 12:00:00–12:00:59.999999). Exact and cheapest, but a client
+	// can send Rate at the end of one window and Rate at the start of the
+	// next.
+	FixedWindow
+	// TokenBucket is GCRA: one timestamp per key. The bucket holds Burst
+	// tokens (Rate when Burst is 0) and refills at Rate per Period.
+	TokenBucket
+	// SlidingLog records each admitted unit with its timestamp: an exact
+	// sliding window, at the price of memory proportional to Rate (capped
+	// at MaxLogRate).
+	SlidingLog
+
+	numAlgorithms
+)
+
+var algorithmNames = [numAlgorithms]string{"sliding_window", "fixed_window", "token_bucket", "sliding_log"}
+
+// String returns sliding_window, fixed_window, token_bucket or sliding_log.
+func (a Algorithm) String() string {
+	if a < numAlgorithms {
+		return algorithmNames[a]
+	}
+	return "Algorithm(" + strconv.Itoa(int(a)) + ")"
+}
+
+// ParseAlgorithm is the inverse of Algorithm.String.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	for i, n := range algorithmNames {
+		if s == n {
+			return Algorithm(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown algorithm %q (want one of %s)", ErrInvalidLimit, s, strings.Join(algorithmNames[:], ", "))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (a Algorithm) MarshalText() ([]byte, error) {
+	if a >= numAlgorithms {
+		return nil, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidLimit, a)
+	}
+	return []byte(a.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (a *Algorithm) UnmarshalText(b []byte) error {
+	v, err := ParseAlgorithm(string(b))
+	if err != nil {
+		return err
+	}
+	*a = v
+	return nil
+}
+
+// Bounds on a valid Limit. They keep every quantity the algorithms compute
+// exactly representable in the float64 numbers of Redis' Lua, and the
+// memory of a SlidingLog key bounded.
+const (
+	// MaxRate is the largest Rate (and Burst).
+	MaxRate = 1_000_000_000_000
+	// MaxLogRate is the largest Rate of a SlidingLog limit: a key holds one
+	// entry per admitted unit in the window, so this bounds its memory
+	// (about 10,000 × 16 bytes in memstore, a sorted set of that many
+	// members in Redis).
+	MaxLogRate = 10_000
+	// MinPeriod is the shortest Period; periods are whole milliseconds.
+	MinPeriod = time.Millisecond
+	// MaxPeriod is the longest Period (366 days).
+	MaxPeriod = 366 * 24 * time.Hour
+)
+
+// Limit is a rate: Rate units per Period, counted by Algorithm.
+//
+// The zero Limit is invalid. Use the PerSecond, PerMinute, PerHour and
+// PerDay helpers for the default algorithm, or fill the struct:
+//
+//	ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}
+type Limit struct {
+	Algorithm Algorithm
+	// Rate is the number of units admitted per Period; 1 to MaxRate
+	// (MaxLogRate for SlidingLog).
+	Rate int64
+	// Period is the window length (or, for TokenBucket, the time to refill
+	// Rate tokens): a whole number of milliseconds from MinPeriod to MaxPeriod.
+	Period time.Duration
+	// Burst is the bucket size of a TokenBucket; 0 means Rate. Other
+	// algorithms require 0.
+	Burst int64
+}
+
+// PerSecond returns a SlidingWindow limit of n per second.
+func PerSecond(n int64) Limit { return Limit{Rate: n, Period: time.Second} }
+
+// PerMinute returns a SlidingWindow limit of n per minute.
+func PerMinute(n int64) Limit { return Limit{Rate: n, Period: time.Minute} }
+
+// PerHour returns a SlidingWindow limit of n per hour.
+func PerHour(n int64) Limit { return Limit{Rate: n, Period: time.Hour} }
+
+// PerDay returns a SlidingWindow limit of n per day (24h).
+func PerDay(n int64) Limit { return Limit{Rate: n, Period: 24 * time.Hour} }
+
+// Capacity is the largest cost a single request can have: Burst (or Rate
+// when Burst is 0) for TokenBucket, Rate otherwise.
+func (l Limit) Capacity() int64 {
+	if l.Algorithm == TokenBucket && l.Burst > 0 {
+		return l.Burst
+	}
+	return l.Rate
+}
+
+// Validate reports the first problem with l, as an error wrapping
+// ErrInvalidLimit that names the field.
+func (l Limit) Validate() error {
+	switch {
+	case l.Algorithm >= numAlgorithms:
+		return fmt.Errorf("%w: unknown algorithm %d", ErrInvalidLimit, l.Algorithm)
+	case l.Rate <= 0:
+		return fmt.Errorf("%w: rate must be > 0, got %d", ErrInvalidLimit, l.Rate)
+	case l.Rate > MaxRate:
+		return fmt.Errorf("%w: rate must be <= %d, got %d", ErrInvalidLimit, int64(MaxRate), l.Rate)
+	case l.Algorithm == SlidingLog && l.Rate > MaxLogRate:
+		return fmt.Errorf("%w: rate of a sliding_log limit must be <= %d (memory per key), got %d", ErrInvalidLimit, MaxLogRate, l.Rate)
+	case l.Period <= 0:
+		return fmt.Errorf("%w: period must be > 0, got %v", ErrInvalidLimit, l.Period)
+	case l.Period < MinPeriod:
+		return fmt.Errorf("%w: period must be at least %v, got %v", ErrInvalidLimit, MinPeriod, l.Period)
+	case l.Period%time.Millisecond != 0:
+		return fmt.Errorf("%w: period must be a whole number of milliseconds, got %v", ErrInvalidLimit, l.Period)
+	case l.Period > MaxPeriod:
+		return fmt.Errorf("%w: period must be at most %v, got %v", ErrInvalidLimit, MaxPeriod, l.Period)
+	case l.Burst < 0:
+		return fmt.Errorf("%w: burst must be >= 0, got %d", ErrInvalidLimit, l.Burst)
+	case l.Burst > 0 && l.Algorithm != TokenBucket:
+		return fmt.Errorf("%w: burst applies only to token_bucket, got burst %d with %s", ErrInvalidLimit, l.Burst, l.Algorithm)
+	case l.Burst > MaxRate:
+		return fmt.Errorf("%w: burst must be <= %d, got %d", ErrInvalidLimit, int64(MaxRate), l.Burst)
+	case l.Algorithm == TokenBucket && l.Rate > l.Period.Microseconds():
+		return fmt.Errorf("%w: rate of a token_bucket limit must be at most one per microsecond, got %d per %v", ErrInvalidLimit, l.Rate, l.Period)
+	}
+	return nil
+}
+
+// Scope names the state a Limit keeps for a key: "<algorithm>:<period>",
+// for example "fixed_window:1m". Two limits with the same Scope share state
+// for a key, so the limits of one multi-limit check must differ in Scope.
+// Rate and Burst are not part of it: changing a rate keeps the counters.
+func (l Limit) Scope() string {
+	return l.Algorithm.String() + ":" + formatPeriod(l.Period)
+}
+
+// String formats l in the grammar ParseLimit reads:
+//
+//	<rate>/<period>[ burst <n>][ <algorithm>]
+//
+// where <period> is a count and a unit (ms, s, m, h, d), the largest unit
+// that divides the period; the burst appears when non-zero and the algorithm
+// when it is not the default (SlidingWindow). Examples: "100/1m",
+// "10/1s burst 20 token_bucket", "5/1500ms fixed_window".
+func (l Limit) String() string {
+	var b strings.Builder
+	b.WriteString(strconv.FormatInt(l.Rate, 10))
+	b.WriteByte('/')
+	b.WriteString(formatPeriod(l.Period))
+	if l.Burst != 0 {
+		b.WriteString(" burst ")
+		b.WriteString(strconv.FormatInt(l.Burst, 10))
+	}
+	if l.Algorithm != SlidingWindow {
+		b.WriteByte(' ')
+		b.WriteString(l.Algorithm.String())
+	}
+	return b.String()
+}
+
+var periodUnits = []struct {
+	name string
+	d    time.Duration
+}{{"d", 24 * time.Hour}, {"h", time.Hour}, {"m", time.Minute}, {"s", time.Second}, {"ms", time.Millisecond}}
+
+func formatPeriod(d time.Duration) string {
+	for _, u := range periodUnits {
+		if d >= u.d && d%u.d == 0 {
+			return strconv.FormatInt(int64(d/u.d), 10) + u.name
+		}
+	}
+	return d.String() // not a whole number of milliseconds: invalid anyway
+}
+
+// ParseLimit parses the String form of a Limit and validates it.
+//
+// Grammar (tokens separated by spaces; the options in any order, each at
+// most once):
+//
+//	limit     = rate "/" period { option }
+//	rate      = decimal integer
+//	period    = [ decimal integer ] unit        ; "1m", "30s", "m" (= 1m)
+//	unit      = "ms" | "s" | "m" | "h" | "d"    ; d is 24h
+//	option    = "burst" decimal integer | algorithm
+//	algorithm = "sliding_window" | "fixed_window" | "token_bucket" | "sliding_log"
+//
+// ParseLimit(l.String()) == l for every valid l.
+func ParseLimit(s string) (Limit, error) {
+	fields := strings.Fields(s)
+	if len(fields) == 0 {
+		return Limit{}, fmt.Errorf("%w: empty limit string (want e.g. \"100/1m\")", ErrInvalidLimit)
+	}
+	rateStr, periodStr, ok := strings.Cut(fields[0], "/")
+	if !ok {
+		return Limit{}, fmt.Errorf("%w: %q: want <rate>/<period>, e.g. \"100/1m\"", ErrInvalidLimit, fields[0])
+	}
+	var l Limit
+	rate, err := parseCount(rateStr)
+	if err != nil {
+		return Limit{}, fmt.Errorf("%w: rate %q: %v", ErrInvalidLimit, rateStr, err)
+	}
+	l.Rate = rate
+	if l.Period, err = parsePeriod(periodStr); err != nil {
+		return Limit{}, fmt.Errorf("%w: period %q: %v", ErrInvalidLimit, periodStr, err)
+	}
+	var sawBurst, sawAlg bool
+	for i := 1; i < len(fields); i++ {
+		f := fields[i]
+		if f == "burst" {
+			if sawBurst {
+				return Limit{}, fmt.Errorf("%w: burst given twice in %q", ErrInvalidLimit, s)
+			}
+			if i+1 == len(fields) {
+				return Limit{}, fmt.Errorf("%w: burst needs a number in %q", ErrInvalidLimit, s)
+			}
+			i++
+			if l.Burst, err = parseCount(fields[i]); err != nil {
+				return Limit{}, fmt.Errorf("%w: burst %q: %v", ErrInvalidLimit, fields[i], err)
+			}
+			sawBurst = true
+			continue
+		}
+		a, err := ParseAlgorithm(f)
+		if err != nil {
+			return Limit{}, fmt.Errorf("%w: unexpected %q in %q (want \"burst <n>\" or an algorithm: %s)", ErrInvalidLimit, f, s, strings.Join(algorithmNames[:], ", "))
+		}
+		if sawAlg {
+			return Limit{}, fmt.Errorf("%w: algorithm given twice in %q", ErrInvalidLimit, s)
+		}
+		l.Algorithm, sawAlg = a, true
+	}
+	if err := l.Validate(); err != nil {
+		return Limit{}, err
+	}
+	return l, nil
+}
+
+// parseCount reads a non-negative decimal integer (digits only).
+func parseCount(s string) (int64, error) {
+	if s == "" {
+		return 0, fmt.Errorf("missing number")
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fmt.Errorf("not a whole number")
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("out of range")
+	}
+	return n, nil
+}
+
+func parsePeriod(s string) (time.Duration, error) {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	num, unit := s[:i], s[i:]
+	n := int64(1)
+	if num != "" {
+		var err error
+		if n, err = parseCount(num); err != nil {
+			return 0, err
+		}
+	}
+	for _, u := range periodUnits {
+		if unit == u.name {
+			if n > int64(MaxPeriod/u.d) {
+				return 0, fmt.Errorf("longer than %v", MaxPeriod)
+			}
+			return time.Duration(n) * u.d, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown unit %q (want ms, s, m, h or d)", unit)
+}
+
+// MarshalText implements encoding.TextMarshaler with the String form.
+func (l Limit) MarshalText() ([]byte, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return []byte(l.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseLimit.
+func (l *Limit) UnmarshalText(b []byte) error {
+	v, err := ParseLimit(string(b))
+	if err != nil {
+		return err
+	}
+	*l = v
+	return nil
+}
