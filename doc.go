@@ -24,10 +24,11 @@
 //     agree. RetryAfter and ResetAfter come from the same clock.
 //  3. Exact limits under concurrency. Any number of replicas and goroutines
 //     on one key admit exactly the limit for FixedWindow, SlidingLog and
-//     TokenBucket. SlidingWindow is a weighted approximation that rounds
-//     against the caller: it never admits more than Rate within one fixed
-//     window and at most Rate in any sliding window of Period when traffic
-//     is even; see the algorithm's doc.
+//     TokenBucket. SlidingWindow is the documented weighted approximation:
+//     it rounds against the caller, never admits more than Rate within one
+//     epoch-aligned window, and admits fewer than 2 × Rate in any sliding
+//     span of Period even in the worst case (all of the previous window's
+//     traffic at its very end); with evenly spread traffic, Rate.
 //  4. Every key expires. Every write sets a TTL no longer than the
 //     algorithm needs (FixedWindow: Period; SlidingWindow: 2 × Period;
 //     TokenBucket: Capacity × Period / Rate; SlidingLog: Period), so no key
