@@ -1,0 +1,221 @@
+// Package config loads and validates the service's YAML configuration: named
+// policies for the HTTP API, and Envoy rate limit domains (the format of
+// envoyproxy/ratelimit, loaded unchanged) for the gRPC rate limit service.
+//
+// A configuration is one or more files (or directories of *.yaml / *.yml
+// files), each holding one or more YAML documents. A document with a
+// top-level "domain" key is an Envoy domain; any other document holds native
+// settings:
+//
+//	failure_policy: local_fallback   # default for every limit below
+//	policies:
+//	  api: 100/1m                    # ParseLimit's string form
+//	  login:
+//	    limit: 5/1m burst 10 token_bucket
+//	    failure_policy: fail_closed
+//	  search:                        # or the fields one by one
+//	    algorithm: token_bucket
+//	    rate: 10
+//	    period: 1s
+//	    burst: 20
+//	    shadow_mode: true
+//
+// Envoy domains accept, inside rate_limit, the additive extensions algorithm
+// (default fixed_window, as envoyproxy/ratelimit counts), burst and
+// failure_policy, and failure_policy at the top of the document.
+//
+// Validation reports every problem it finds, each with file and line, and
+// Load returns no Config unless there are none: a running service keeps its
+// old configuration when a new one is invalid.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ratewarden/ratewarden"
+)
+
+// FailurePolicy says what a limit does when the shared store cannot decide.
+// The empty value means "inherit": from the domain, then the file's
+// top-level failure_policy, then the service default.
+type FailurePolicy string
+
+// The failure policies, as written in the config.
+const (
+	FailOpen      FailurePolicy = "fail_open"
+	FailClosed    FailurePolicy = "fail_closed"
+	LocalFallback FailurePolicy = "local_fallback"
+)
+
+// FailurePolicies lists the valid failure policies.
+var FailurePolicies = []FailurePolicy{FailOpen, FailClosed, LocalFallback}
+
+// ParseFailurePolicy accepts fail_open, fail_closed or local_fallback.
+func ParseFailurePolicy(s string) (FailurePolicy, error) {
+	for _, f := range FailurePolicies {
+		if s == string(f) {
+			return f, nil
+		}
+	}
+	return "", fmt.Errorf("%w: unknown failure policy %q (want fail_open, fail_closed or local_fallback)", ratewarden.ErrInvalidConfig, s)
+}
+
+// Config is a validated configuration. It is immutable once loaded: the
+// service swaps whole Configs on reload.
+type Config struct {
+	// Failure is the top-level failure_policy; empty when not set.
+	Failure FailurePolicy
+	// Policies are the named policies of the HTTP API, by name.
+	Policies map[string]*Policy
+	// Domains are the Envoy domains, by name.
+	Domains map[string]*Domain
+	// Files are the files the configuration was read from, in order.
+	Files []string
+}
+
+// Policy is a named limit for the HTTP API.
+type Policy struct {
+	Name    string
+	Limit   ratewarden.Limit
+	Failure FailurePolicy // empty: inherit
+	// Shadow reports over-limit decisions (in the body and metrics) but
+	// lets the request pass.
+	Shadow bool
+	// Source is "file:line" of the definition.
+	Source string
+}
+
+// Domain is one Envoy rate limit domain: a tree of descriptors.
+type Domain struct {
+	Name        string
+	Failure     FailurePolicy // empty: inherit
+	Descriptors []*Descriptor
+	Source      string
+}
+
+// Descriptor is one node of a domain's tree.
+type Descriptor struct {
+	Key string
+	// Value is the value to match; empty matches any value (each distinct
+	// value counts separately). With Prefix, Value is a prefix (the
+	// config's trailing "*" removed).
+	Value  string
+	Prefix bool
+	// RateLimit applies when a request's entries end at this node; nil
+	// means no limit.
+	RateLimit      *RateLimit
+	Shadow         bool
+	DetailedMetric bool
+	Descriptors    []*Descriptor
+	// Path names the node for metrics and logs: the keys (and configured
+	// values) from the root, like "remote_address" or
+	// "generic_key=foo.header". It holds config text only, never request
+	// values.
+	Path   string
+	Source string
+}
+
+// RateLimit is a descriptor's rate_limit.
+type RateLimit struct {
+	Name            string
+	Unit            string // second, minute, hour or day; empty when Unlimited
+	RequestsPerUnit uint32
+	Unlimited       bool
+	Replaces        []string
+	Failure         FailurePolicy // empty: inherit
+	// Limit is the limit counted in the store; meaningful only when
+	// Counted reports true.
+	Limit ratewarden.Limit
+}
+
+// Counted reports whether the limit is counted in the store: false for
+// unlimited and for requests_per_unit 0 (always over the limit).
+func (r *RateLimit) Counted() bool { return !r.Unlimited && r.RequestsPerUnit > 0 }
+
+// Entry is one key/value pair of a request descriptor.
+type Entry struct{ Key, Value string }
+
+// Match walks the tree with the entries of one request descriptor and
+// returns the node they end at, or nil when they do not all match. At each
+// level the most specific node wins: key and exact value, then key and the
+// longest matching value prefix, then key alone.
+func (d *Domain) Match(entries []Entry) *Descriptor {
+	level := d.Descriptors
+	var node *Descriptor
+	for _, e := range entries {
+		node = matchLevel(level, e)
+		if node == nil {
+			return nil
+		}
+		level = node.Descriptors
+	}
+	return node
+}
+
+func matchLevel(level []*Descriptor, e Entry) *Descriptor {
+	var prefix, any *Descriptor
+	for _, n := range level {
+		if n.Key != e.Key {
+			continue
+		}
+		switch {
+		case n.Prefix:
+			if strings.HasPrefix(e.Value, n.Value) && (prefix == nil || len(n.Value) > len(prefix.Value)) {
+				prefix = n
+			}
+		case n.Value == "":
+			any = n
+		case n.Value == e.Value:
+			return n
+		}
+	}
+	if prefix != nil {
+		return prefix
+	}
+	return any
+}
+
+// Problem is one thing wrong with a configuration.
+type Problem struct {
+	File string
+	Line int // 0 when the problem is not tied to a line
+	Msg  string
+}
+
+func (p Problem) String() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Msg)
+	}
+	return fmt.Sprintf("%s: %s", p.File, p.Msg)
+}
+
+// Error lists every problem found in a configuration. It matches
+// ratewarden.ErrInvalidConfig with errors.Is.
+type Error struct{ Problems []Problem }
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "config: %d problem", len(e.Problems))
+	if len(e.Problems) != 1 {
+		b.WriteByte('s')
+	}
+	for _, p := range e.Problems {
+		b.WriteString("\n  ")
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ratewarden.ErrInvalidConfig) true.
+func (e *Error) Is(target error) bool { return target == ratewarden.ErrInvalidConfig }
+
+// Problems returns the problems in err when it is (or wraps) an *Error.
+func Problems(err error) []Problem {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Problems
+	}
+	return nil
+}

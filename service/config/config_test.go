@@ -1,0 +1,227 @@
+package config_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/service/config"
+)
+
+// TestInvalidFixtures loads each file of testdata/invalid and checks the
+// problems it reports: every message with its file:line.
+func TestInvalidFixtures(t *testing.T) {
+	cases := map[string][]string{
+		"bad_yaml.yaml":                   {"bad_yaml.yaml:3: invalid YAML: mapping values are not allowed in this context"},
+		"unknown_key.yaml":                {`unknown_key.yaml:7: descriptors[0].rate_limit: unknown key "request_per_unit" (want unit, requests_per_unit, unlimited, name, replaces, algorithm, burst, failure_policy)`},
+		"duplicate_descriptor.yaml":       {"duplicate_descriptor.yaml:8: descriptors[1]: duplicate descriptor client_id=partner (already defined at ", "duplicate_descriptor.yaml:3)"},
+		"bad_unit.yaml":                   {`bad_unit.yaml:5: descriptors[0].rate_limit.unit: unknown unit "fortnight" (want second, minute, hour or day)`},
+		"negative_rate.yaml":              {"negative_rate.yaml:6: descriptors[0].rate_limit.requests_per_unit must not be negative, got -5"},
+		"missing_key.yaml":                {"missing_key.yaml:3: descriptors[0]: key is required"},
+		"duplicate_domain.yaml":           {`duplicate_domain.yaml:6: domain "edge" is already defined at `, "duplicate_domain.yaml:1"},
+		"duplicate_policy.yaml":           {`duplicate_policy.yaml:5: policy "api" is already defined at `, "duplicate_policy.yaml:2"},
+		"duplicate_yaml_key.yaml":         {`duplicate_yaml_key.yaml:3: policies: key "api" given twice (first at line 2)`},
+		"unlimited_with_unit.yaml":        {"unlimited_with_unit.yaml:5: descriptors[0].rate_limit: an unlimited rate_limit must not set unit or requests_per_unit"},
+		"missing_unit.yaml":               {"missing_unit.yaml:5: descriptors[0].rate_limit: unit is required (second, minute, hour or day) unless unlimited is true"},
+		"bad_algorithm.yaml":              {`bad_algorithm.yaml:7: descriptors[0].rate_limit.algorithm: unknown algorithm "leaky_bucket"`},
+		"burst_without_token_bucket.yaml": {"burst_without_token_bucket.yaml:5: descriptors[0].rate_limit: ratewarden: invalid limit: burst applies only to token_bucket, got burst 20 with fixed_window"},
+		"bad_policy_limit.yaml":           {`bad_policy_limit.yaml:2: policy "api": ratewarden: invalid limit: period "1fortnight"`},
+		"zero_rate_policy.yaml":           {`zero_rate_policy.yaml:3: policy "api": rate must be between 1 and 1000000000000, got 0`},
+		"limit_and_fields.yaml":           {`limit_and_fields.yaml:3: policy "api": give either limit or algorithm/rate/period/burst, not both`},
+		"bad_failure_policy.yaml":         {`bad_failure_policy.yaml:1: failure_policy: unknown failure policy "fail_sometimes" (want fail_open, fail_closed or local_fallback)`},
+		"not_a_mapping.yaml":              {"not_a_mapping.yaml:1: a config document must be a mapping"},
+		"empty_domain.yaml":               {"empty_domain.yaml:1: domain must not be empty"},
+		"bad_shadow_mode.yaml":            {`bad_shadow_mode.yaml:4: descriptors[0].shadow_mode must be true or false, got "maybe"`},
+		"replaces_without_name.yaml":      {"replaces_without_name.yaml:8: descriptors[0].rate_limit.replaces[0]: name is required"},
+		"many_problems.yaml": {
+			`many_problems.yaml:6: descriptors[0].rate_limit.unit: unknown unit "week"`,
+			"many_problems.yaml:8: descriptors[1]: key is required",
+			`many_problems.yaml:12: descriptors[2]: unknown key "bogus"`,
+		},
+	}
+	ents, err := os.ReadDir("testdata/invalid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != len(cases) {
+		t.Errorf("testdata/invalid has %d files, the table %d: keep them in step", len(ents), len(cases))
+	}
+	for name, want := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join("testdata", "invalid", name)
+			cfg, err := config.Load(path)
+			if err == nil {
+				t.Fatalf("Load(%s) = %v, want an error", name, cfg)
+			}
+			if cfg != nil {
+				t.Errorf("Load returned a Config along with an error")
+			}
+			if !errors.Is(err, ratewarden.ErrInvalidConfig) {
+				t.Errorf("error does not match ErrInvalidConfig: %v", err)
+			}
+			msg := err.Error()
+			for _, w := range want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error\n%s\ndoes not contain\n%s", msg, w)
+				}
+			}
+			if n := len(config.Problems(err)); n != len(want) && name != "duplicate_descriptor.yaml" && name != "duplicate_domain.yaml" && name != "duplicate_policy.yaml" {
+				t.Errorf("%d problems, want %d:\n%s", n, len(want), msg)
+			}
+		})
+	}
+}
+
+func TestExampleConfigsLoad(t *testing.T) {
+	for _, f := range []string{"ratewarden.yaml", "envoy-example.yaml"} {
+		path := filepath.Join("..", "..", "examples", "config", f)
+		if _, err := config.Load(path); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	// The whole directory at once: the domains differ, so it loads too.
+	cfg, err := config.Load(filepath.Join("..", "..", "examples", "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Domains) != 2 || len(cfg.Files) != 2 {
+		t.Errorf("directory load: %d domains from %v, want 2 from 2 files", len(cfg.Domains), cfg.Files)
+	}
+}
+
+func TestNativePolicies(t *testing.T) {
+	cfg, err := config.Parse("p.yaml", []byte(`
+failure_policy: fail_closed
+policies:
+  short: 10/1s burst 20 token_bucket
+  long:
+    algorithm: sliding_log
+    rate: 50
+    period: 1h
+    failure_policy: fail_open
+    shadow_mode: true
+  str:
+    limit: 3/1m
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Failure != config.FailClosed {
+		t.Errorf("Failure = %q", cfg.Failure)
+	}
+	want := map[string]ratewarden.Limit{
+		"short": {Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20},
+		"long":  {Algorithm: ratewarden.SlidingLog, Rate: 50, Period: time.Hour},
+		"str":   ratewarden.PerMinute(3),
+	}
+	for name, lim := range want {
+		p := cfg.Policies[name]
+		if p == nil {
+			t.Fatalf("policy %s missing", name)
+		}
+		if p.Limit != lim {
+			t.Errorf("%s: limit %v, want %v", name, p.Limit, lim)
+		}
+	}
+	if p := cfg.Policies["long"]; p.Failure != config.FailOpen || !p.Shadow || p.Source != "p.yaml:5" {
+		t.Errorf("long: %+v", p)
+	}
+}
+
+func TestMatch(t *testing.T) {
+	cfg, err := config.Load(filepath.Join("..", "..", "examples", "config", "envoy-example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cfg.Domains["edge"]
+	e := func(kv ...string) []config.Entry {
+		var out []config.Entry
+		for i := 0; i+1 < len(kv); i += 2 {
+			out = append(out, config.Entry{Key: kv[i], Value: kv[i+1]})
+		}
+		return out
+	}
+	cases := []struct {
+		entries []config.Entry
+		path    string // "" = no match
+	}{
+		{e("remote_address", "10.0.0.1"), "remote_address"},
+		{e("client_id", "partner"), "client_id=partner"},
+		{e("client_id", "someone"), "client_id"},
+		{e("client_id", "internal"), "client_id=internal"},
+		{e("path", "/login", "remote_address", "1.2.3.4"), "path=/login.remote_address"},
+		{e("path", "/login"), "path=/login"}, // matches a node without a rate_limit
+		{e("path", "/api/users"), "path=/api/*"},
+		{e("path", "/apiary"), ""},
+		{e("path", "/admin"), "path=/admin"},
+		{e("remote_address", "1.2.3.4", "path", "/x"), ""}, // entries left over
+		{e("nope", "x"), ""},
+	}
+	for _, c := range cases {
+		n := d.Match(c.entries)
+		got := ""
+		if n != nil {
+			got = n.Path
+		}
+		if got != c.path {
+			t.Errorf("Match(%v) = %q, want %q", c.entries, got, c.path)
+		}
+	}
+	if n := d.Match(e("path", "/login")); n.RateLimit != nil {
+		t.Errorf("/login alone has a rate limit: %+v", n.RateLimit)
+	}
+	if rl := d.Match(e("api_key", "k")).RateLimit; rl.Limit != (ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 5, Period: time.Second, Burst: 10}) {
+		t.Errorf("api_key limit = %v", rl.Limit)
+	}
+	if rl := d.Match(e("remote_address", "x")).RateLimit; rl.Limit != (ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Second}) {
+		t.Errorf("remote_address limit = %v", rl.Limit)
+	}
+}
+
+func TestFingerprintChangesWithContents(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "a.yaml")
+	if err := os.WriteFile(f, []byte("policies: {a: 1/1s}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := config.Fingerprint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f, []byte("policies: {a: 2/1s}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := config.Fingerprint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b {
+		t.Error("fingerprint did not change with the contents")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"policies: {a: 1/1s}",
+		"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 3}\n",
+		"domain: d\ndescriptors:\n  - key: k\n    value: v*\n    descriptors: [{key: x}]\n",
+		"- [",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		cfg, err := config.Parse("fuzz.yaml", []byte(s))
+		if (cfg == nil) == (err == nil) {
+			t.Fatalf("Parse returned cfg=%v err=%v: want exactly one", cfg, err)
+		}
+		for _, p := range config.Problems(err) {
+			if p.File != "fuzz.yaml" || p.Msg == "" {
+				t.Fatalf("bad problem %+v", p)
+			}
+		}
+	})
+}

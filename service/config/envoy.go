@@ -1,0 +1,266 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ratewarden/ratewarden"
+)
+
+// Units are the rate_limit units of the Envoy format and their periods.
+var Units = map[string]time.Duration{
+	"second": time.Second,
+	"minute": time.Minute,
+	"hour":   time.Hour,
+	"day":    24 * time.Hour,
+}
+
+// DefaultEnvoyAlgorithm counts Envoy limits when rate_limit names no
+// algorithm: epoch-aligned fixed windows, as envoyproxy/ratelimit does, so
+// a migrated config admits what it admitted before.
+const DefaultEnvoyAlgorithm = ratewarden.FixedWindow
+
+func (p *parser) domain(n *yaml.Node) {
+	fields, _ := p.mapping(n, "domain document", "domain", "descriptors", "failure_policy")
+	d := &Domain{Source: p.where(n)}
+	ok := true
+	var descs *yaml.Node
+	for _, f := range fields {
+		switch f.name {
+		case "domain":
+			s, good := p.str(f.val, "domain")
+			if good && s == "" {
+				p.errf(f.val, "domain must not be empty")
+				good = false
+			}
+			d.Name, d.Source, ok = s, p.where(f.key), ok && good
+		case "failure_policy":
+			fp, good := p.failure(f.val, "failure_policy")
+			d.Failure, ok = fp, ok && good
+		case "descriptors":
+			descs = f.val
+		}
+	}
+	if descs != nil {
+		var good bool
+		d.Descriptors, good = p.descriptors(descs, "descriptors", "")
+		ok = ok && good
+	}
+	if !ok {
+		return
+	}
+	if prev, dup := p.l.cfg.Domains[d.Name]; dup {
+		p.errf(n, "domain %q is already defined at %s", d.Name, prev.Source)
+		return
+	}
+	p.l.cfg.Domains[d.Name] = d
+}
+
+// descriptors parses one level of the tree.
+func (p *parser) descriptors(n *yaml.Node, what, parentPath string) ([]*Descriptor, bool) {
+	n = deref(n)
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil, true
+	}
+	if n.Kind != yaml.SequenceNode {
+		p.errf(n, "%s must be a list, got %s", what, kindName(n))
+		return nil, false
+	}
+	ok := true
+	var out []*Descriptor
+	seen := map[string]*Descriptor{}
+	for i, item := range n.Content {
+		w := what + "[" + strconv.Itoa(i) + "]"
+		d, good := p.descriptor(deref(item), w, parentPath)
+		if !good {
+			ok = false
+			continue
+		}
+		id := d.Key + "\x00" + d.Value + "\x00" + strconv.FormatBool(d.Prefix)
+		if prev, dup := seen[id]; dup {
+			p.errf(item, "%s: duplicate descriptor %s (already defined at %s)", w, d.Path, prev.Source)
+			ok = false
+			continue
+		}
+		seen[id] = d
+		out = append(out, d)
+	}
+	return out, ok
+}
+
+func (p *parser) descriptor(n *yaml.Node, what, parentPath string) (*Descriptor, bool) {
+	fields, isMap := p.mapping(n, what, "key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric")
+	if !isMap {
+		return nil, false
+	}
+	d := &Descriptor{Source: p.where(n)}
+	ok, hasKey := true, false
+	var rl *field
+	var children *yaml.Node
+	for _, f := range fields {
+		w := what + "." + f.name
+		switch f.name {
+		case "key":
+			s, good := p.str(f.val, w)
+			if good && s == "" {
+				p.errf(f.val, "%s must not be empty", w)
+				good = false
+			}
+			d.Key, hasKey, ok = s, true, ok && good
+		case "value":
+			s, good := p.str(f.val, w)
+			if good && strings.HasSuffix(s, "*") {
+				d.Prefix, s = true, strings.TrimSuffix(s, "*")
+			}
+			d.Value, ok = s, ok && good
+		case "rate_limit":
+			rl = &f
+		case "descriptors":
+			children = f.val
+		case "shadow_mode":
+			b, good := p.boolean(f.val, w)
+			d.Shadow, ok = b, ok && good
+		case "detailed_metric":
+			b, good := p.boolean(f.val, w)
+			d.DetailedMetric, ok = b, ok && good
+		}
+	}
+	if !hasKey {
+		p.errf(n, "%s: key is required", what)
+		ok = false
+	}
+	d.Path = d.Key
+	switch {
+	case d.Prefix:
+		d.Path += "=" + d.Value + "*"
+	case d.Value != "":
+		d.Path += "=" + d.Value
+	}
+	if parentPath != "" {
+		d.Path = parentPath + "." + d.Path
+	}
+	if rl != nil {
+		r, good := p.rateLimit(rl.val, what+".rate_limit")
+		d.RateLimit, ok = r, ok && good
+	}
+	if children != nil {
+		c, good := p.descriptors(children, what+".descriptors", d.Path)
+		d.Descriptors, ok = c, ok && good
+	}
+	return d, ok
+}
+
+func (p *parser) rateLimit(n *yaml.Node, what string) (*RateLimit, bool) {
+	fields, isMap := p.mapping(n, what, "unit", "requests_per_unit", "unlimited", "name", "replaces",
+		"algorithm", "burst", "failure_policy")
+	if !isMap {
+		return nil, false
+	}
+	r := &RateLimit{}
+	ok, hasRPU := true, false
+	var unitNode *yaml.Node
+	alg, burst := DefaultEnvoyAlgorithm, int64(0)
+	for _, f := range fields {
+		w := what + "." + f.name
+		switch f.name {
+		case "unit":
+			s, good := p.str(f.val, w)
+			if good {
+				if _, known := Units[strings.ToLower(s)]; !known {
+					p.errf(f.val, "%s: unknown unit %q (want second, minute, hour or day)", w, s)
+					good = false
+				}
+			}
+			r.Unit, unitNode, ok = strings.ToLower(s), f.val, ok && good
+		case "requests_per_unit":
+			v, good := p.integer(f.val, w, 0, 1<<32-1)
+			r.RequestsPerUnit, hasRPU, ok = uint32(v), true, ok && good
+		case "unlimited":
+			b, good := p.boolean(f.val, w)
+			r.Unlimited, ok = b, ok && good
+		case "name":
+			s, good := p.str(f.val, w)
+			r.Name, ok = s, ok && good
+		case "replaces":
+			rs, good := p.replaces(f.val, w)
+			r.Replaces, ok = rs, ok && good
+		case "algorithm":
+			s, good := p.str(f.val, w)
+			if good {
+				a, err := ratewarden.ParseAlgorithm(s)
+				if err != nil {
+					p.errf(f.val, "%s: unknown algorithm %q (want fixed_window, sliding_window, token_bucket or sliding_log)", w, s)
+					good = false
+				}
+				alg = a
+			}
+			ok = ok && good
+		case "burst":
+			v, good := p.integer(f.val, w, 0, ratewarden.MaxRate)
+			burst, ok = v, ok && good
+		case "failure_policy":
+			fp, good := p.failure(f.val, w)
+			r.Failure, ok = fp, ok && good
+		}
+	}
+	if !ok {
+		return nil, false
+	}
+	if r.Unlimited {
+		if unitNode != nil || hasRPU {
+			p.errf(n, "%s: an unlimited rate_limit must not set unit or requests_per_unit", what)
+			return nil, false
+		}
+		return r, true
+	}
+	if unitNode == nil {
+		p.errf(n, "%s: unit is required (second, minute, hour or day) unless unlimited is true", what)
+		ok = false
+	}
+	if !hasRPU {
+		p.errf(n, "%s: requests_per_unit is required unless unlimited is true", what)
+		ok = false
+	}
+	if !ok {
+		return nil, false
+	}
+	if r.RequestsPerUnit > 0 {
+		r.Limit = ratewarden.Limit{Algorithm: alg, Rate: int64(r.RequestsPerUnit), Period: Units[r.Unit], Burst: burst}
+		if err := r.Limit.Validate(); err != nil {
+			p.errf(n, "%s: %v", what, err)
+			return nil, false
+		}
+	}
+	return r, true
+}
+
+func (p *parser) replaces(n *yaml.Node, what string) ([]string, bool) {
+	if n.Kind != yaml.SequenceNode {
+		p.errf(n, "%s must be a list of {name: ...}, got %s", what, kindName(n))
+		return nil, false
+	}
+	ok := true
+	var out []string
+	for i, item := range n.Content {
+		w := what + "[" + strconv.Itoa(i) + "]"
+		fields, isMap := p.mapping(item, w, "name")
+		if !isMap {
+			ok = false
+			continue
+		}
+		name := ""
+		for _, f := range fields {
+			name, _ = p.str(f.val, w+".name")
+		}
+		if name == "" {
+			p.errf(item, "%s: name is required", w)
+			ok = false
+			continue
+		}
+		out = append(out, name)
+	}
+	return out, ok
+}

@@ -1,0 +1,455 @@
+package config
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ratewarden/ratewarden"
+)
+
+// MaxFileSize bounds one config file, so a wrong path cannot make the
+// service read a huge file into memory.
+const MaxFileSize = 16 << 20
+
+// Files expands paths into the config files they name: a file as is, a
+// directory as its *.yaml and *.yml files (not recursive), sorted by name.
+func Files(paths ...string) ([]string, error) {
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("%w: no config path given", ratewarden.ErrInvalidConfig)
+	}
+	var files []string
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ratewarden.ErrInvalidConfig, err)
+		}
+		if !fi.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		ents, err := os.ReadDir(p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ratewarden.ErrInvalidConfig, err)
+		}
+		var in []string
+		for _, e := range ents {
+			ext := filepath.Ext(e.Name())
+			if !e.IsDir() && (ext == ".yaml" || ext == ".yml") {
+				in = append(in, filepath.Join(p, e.Name()))
+			}
+		}
+		slices.Sort(in)
+		files = append(files, in...)
+	}
+	return files, nil
+}
+
+// Fingerprint hashes the names and contents of the files under paths. The
+// service polls it to notice edits (contents, not mtimes, so an edit within
+// the same second, or a file replaced by rename, is never missed).
+func Fingerprint(paths ...string) (string, error) {
+	files, err := Files(paths...)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, f := range files {
+		b, err := readFile(f)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", f, len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func readFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ratewarden.ErrInvalidConfig, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ratewarden.ErrInvalidConfig, name, err)
+	}
+	if len(b) > MaxFileSize {
+		return nil, fmt.Errorf("%w: %s: larger than %d bytes", ratewarden.ErrInvalidConfig, name, MaxFileSize)
+	}
+	return b, nil
+}
+
+// Load reads and validates the configuration under paths (files or
+// directories). On any problem it returns a nil Config and an *Error listing
+// all of them.
+func Load(paths ...string) (*Config, error) {
+	files, err := Files(paths...)
+	if err != nil {
+		return nil, err
+	}
+	l := newLoader()
+	for _, f := range files {
+		b, err := readFile(f)
+		if err != nil {
+			l.problems = append(l.problems, Problem{File: f, Msg: err.Error()})
+			continue
+		}
+		l.parse(f, b)
+	}
+	return l.finish(files)
+}
+
+// Parse validates one file's contents; name is used in problems.
+func Parse(name string, data []byte) (*Config, error) {
+	l := newLoader()
+	l.parse(name, data)
+	return l.finish([]string{name})
+}
+
+type loader struct {
+	cfg         *Config
+	problems    []Problem
+	failureFrom string // where the top-level failure_policy was set
+}
+
+func newLoader() *loader {
+	return &loader{cfg: &Config{Policies: map[string]*Policy{}, Domains: map[string]*Domain{}}}
+}
+
+func (l *loader) finish(files []string) (*Config, error) {
+	if len(l.problems) > 0 {
+		return nil, &Error{Problems: l.problems}
+	}
+	l.cfg.Files = files
+	return l.cfg, nil
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+func (l *loader) parse(file string, data []byte) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			msg := err.Error()
+			line := 0
+			if m := yamlLine.FindStringSubmatch(msg); m != nil {
+				line, _ = strconv.Atoi(m[1])
+				msg = msg[len(m[0]):]
+			} else {
+				msg = strings.TrimPrefix(msg, "yaml: ")
+			}
+			l.problems = append(l.problems, Problem{File: file, Line: line, Msg: "invalid YAML: " + msg})
+			return // the decoder cannot resynchronise after a syntax error
+		}
+		if len(doc.Content) == 0 {
+			continue // an empty document (only comments)
+		}
+		p := &parser{l: l, file: file}
+		p.document(doc.Content[0])
+	}
+}
+
+// parser walks one document's nodes.
+type parser struct {
+	l    *loader
+	file string
+}
+
+func (p *parser) errf(n *yaml.Node, format string, args ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	p.l.problems = append(p.l.problems, Problem{File: p.file, Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (p *parser) where(n *yaml.Node) string { return p.file + ":" + strconv.Itoa(n.Line) }
+
+func deref(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	return n
+}
+
+// field is one key/value pair of a mapping.
+type field struct {
+	name     string
+	key, val *yaml.Node
+}
+
+// mapping returns the pairs of n, reporting (and dropping) keys outside
+// allowed, duplicated keys and a node that is not a mapping.
+func (p *parser) mapping(n *yaml.Node, what string, allowed ...string) ([]field, bool) {
+	n = deref(n)
+	if n.Kind != yaml.MappingNode {
+		p.errf(n, "%s must be a mapping, got %s", what, kindName(n))
+		return nil, false
+	}
+	var out []field
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := deref(n.Content[i]), deref(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode {
+			p.errf(k, "%s: keys must be strings", what)
+			continue
+		}
+		if prev, dup := seen[k.Value]; dup {
+			p.errf(k, "%s: key %q given twice (first at line %d)", what, k.Value, prev)
+			continue
+		}
+		seen[k.Value] = k.Line
+		if allowed != nil && !slices.Contains(allowed, k.Value) {
+			p.errf(k, "%s: unknown key %q (want %s)", what, k.Value, strings.Join(allowed, ", "))
+			continue
+		}
+		out = append(out, field{name: k.Value, key: k, val: v})
+	}
+	return out, true
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "nothing"
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "something else"
+}
+
+func (p *parser) str(n *yaml.Node, what string) (string, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		p.errf(n, "%s must be a string, got %s", what, kindName(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (p *parser) boolean(n *yaml.Node, what string) (bool, bool) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
+		var b bool
+		if err := n.Decode(&b); err == nil {
+			return b, true
+		}
+	}
+	p.errf(n, "%s must be true or false, got %s", what, kindName(n))
+	return false, false
+}
+
+// integer parses a whole number in [lo, hi].
+func (p *parser) integer(n *yaml.Node, what string, lo, hi int64) (int64, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+		p.errf(n, "%s must be a whole number, got %s", what, kindName(n))
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+	if err != nil {
+		p.errf(n, "%s: %q is out of range", what, n.Value)
+		return 0, false
+	}
+	if v < lo || v > hi {
+		if v < 0 && lo >= 0 {
+			p.errf(n, "%s must not be negative, got %d", what, v)
+		} else {
+			p.errf(n, "%s must be between %d and %d, got %d", what, lo, hi, v)
+		}
+		return 0, false
+	}
+	return v, true
+}
+
+func (p *parser) failure(n *yaml.Node, what string) (FailurePolicy, bool) {
+	s, ok := p.str(n, what)
+	if !ok {
+		return "", false
+	}
+	f, err := ParseFailurePolicy(s)
+	if err != nil {
+		p.errf(n, "%s: unknown failure policy %q (want fail_open, fail_closed or local_fallback)", what, s)
+		return "", false
+	}
+	return f, true
+}
+
+func (p *parser) document(n *yaml.Node) {
+	n = deref(n)
+	if n.Kind != yaml.MappingNode {
+		p.errf(n, "a config document must be a mapping (with \"policies\", or an Envoy \"domain\"), got %s", kindName(n))
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "domain" {
+			p.domain(n)
+			return
+		}
+	}
+	p.native(n)
+}
+
+// limitUnset tells a Limit field that was not given apart from zero.
+const limitUnset = -1
+
+func (p *parser) native(n *yaml.Node) {
+	fields, _ := p.mapping(n, "top level", "policies", "failure_policy")
+	for _, f := range fields {
+		switch f.name {
+		case "failure_policy":
+			fp, ok := p.failure(f.val, "failure_policy")
+			if !ok {
+				continue
+			}
+			if p.l.failureFrom != "" && p.l.cfg.Failure != fp {
+				p.errf(f.key, "failure_policy %s conflicts with %s set at %s", fp, p.l.cfg.Failure, p.l.failureFrom)
+				continue
+			}
+			p.l.cfg.Failure, p.l.failureFrom = fp, p.where(f.key)
+		case "policies":
+			pols, _ := p.mapping(f.val, "policies")
+			for _, pf := range pols {
+				p.policy(pf)
+			}
+		}
+	}
+}
+
+func (p *parser) policy(f field) {
+	name := f.name
+	what := "policy " + strconv.Quote(name)
+	if name == "" {
+		p.errf(f.key, "policies: a policy name must not be empty")
+		return
+	}
+	pol := &Policy{Name: name, Source: p.where(f.key)}
+	ok := true
+	if f.val.Kind == yaml.ScalarNode && f.val.Tag != "!!null" {
+		// shorthand: name: "100/1m"
+		lim, err := ratewarden.ParseLimit(f.val.Value)
+		if err != nil {
+			p.errf(f.val, "%s: %v", what, err)
+			ok = false
+		}
+		pol.Limit = lim
+	} else {
+		fields, isMap := p.mapping(f.val, what, "limit", "algorithm", "rate", "period", "burst", "failure_policy", "shadow_mode")
+		if !isMap {
+			return
+		}
+		var limStr *field
+		var alg ratewarden.Algorithm
+		var algSet bool
+		rate, burst := int64(limitUnset), int64(limitUnset)
+		var period string
+		for _, pf := range fields {
+			w := what + ": " + pf.name
+			switch pf.name {
+			case "limit":
+				limStr = &pf
+			case "algorithm":
+				s, good := p.str(pf.val, w)
+				if good {
+					a, err := ratewarden.ParseAlgorithm(s)
+					if err != nil {
+						p.errf(pf.val, "%s: unknown algorithm %q (want sliding_window, fixed_window, token_bucket or sliding_log)", w, s)
+						good = false
+					}
+					alg, algSet = a, true
+				}
+				ok = ok && good
+			case "rate":
+				v, good := p.integer(pf.val, w, 1, ratewarden.MaxRate)
+				rate, ok = v, ok && good
+			case "burst":
+				v, good := p.integer(pf.val, w, 0, ratewarden.MaxRate)
+				burst, ok = v, ok && good
+			case "period":
+				s, good := p.str(pf.val, w)
+				period, ok = s, ok && good
+			case "failure_policy":
+				fp, good := p.failure(pf.val, w)
+				pol.Failure, ok = fp, ok && good
+			case "shadow_mode":
+				b, good := p.boolean(pf.val, w)
+				pol.Shadow, ok = b, ok && good
+			}
+		}
+		fieldsGiven := algSet || rate != limitUnset || burst != limitUnset || period != ""
+		switch {
+		case limStr != nil && fieldsGiven:
+			p.errf(limStr.key, "%s: give either limit or algorithm/rate/period/burst, not both", what)
+			ok = false
+		case limStr != nil:
+			s, good := p.str(limStr.val, what+": limit")
+			if good {
+				lim, err := ratewarden.ParseLimit(s)
+				if err != nil {
+					p.errf(limStr.val, "%s: limit: %v", what, err)
+					good = false
+				}
+				pol.Limit = lim
+			}
+			ok = ok && good
+		case !fieldsGiven:
+			p.errf(f.key, "%s: no limit: give limit (e.g. \"100/1m\") or rate and period", what)
+			ok = false
+		case ok:
+			if rate == limitUnset {
+				p.errf(f.key, "%s: rate is required", what)
+				ok = false
+			}
+			if period == "" {
+				p.errf(f.key, "%s: period is required (e.g. 1s, 1m, 1h, 1d)", what)
+				ok = false
+			}
+			if !ok {
+				break
+			}
+			pl, err := ratewarden.ParseLimit("1/" + period)
+			if err != nil {
+				p.errf(f.key, "%s: period %q: want a count and a unit ms, s, m, h or d, e.g. 1m", what, period)
+				ok = false
+				break
+			}
+			lim := ratewarden.Limit{Algorithm: alg, Rate: rate, Period: pl.Period}
+			if burst != limitUnset {
+				lim.Burst = burst
+			}
+			if err := lim.Validate(); err != nil {
+				p.errf(f.key, "%s: %v", what, err)
+				ok = false
+			}
+			pol.Limit = lim
+		}
+	}
+	if !ok {
+		return
+	}
+	if prev, dup := p.l.cfg.Policies[name]; dup {
+		p.errf(f.key, "policy %q is already defined at %s", name, prev.Source)
+		return
+	}
+	p.l.cfg.Policies[name] = pol
+}
