@@ -1,0 +1,496 @@
+// Package fallback keeps rate limiting up when the shared store is not: a
+// ratewarden.Store decorator that gives every call to the primary store a
+// deadline, stops calling it through a circuit breaker while it keeps
+// failing, and answers meanwhile with a failure policy chosen up front.
+//
+//	primary, _ := redisstore.New(client)
+//	st, _ := fallback.New(primary,
+//		fallback.WithPolicy(fallback.LocalFallback),
+//		fallback.WithReplicas(4)) // this service runs 4 replicas
+//	lim, _ := ratewarden.New(st)
+//
+// # Policies
+//
+// FailOpen allows, FailClosed denies with a RetryAfter, LocalFallback
+// decides on an in-process store holding this replica's share of each limit
+// (Rate/replicas per Period, rounded down, at least 1). Every Result a
+// policy makes says so in its Source (Result.Degraded reports true), and
+// the check returns a nil error: an outage is an answer, not a failure.
+// WithPolicyFunc picks a policy per limit.
+//
+// During an outage LocalFallback's replicas together admit at most
+// replicas × share ≤ the limit per window (more only when Rate < replicas,
+// as every share is at least 1), counted from the start of the outage: what
+// Redis admitted earlier in the window is not known locally. FailOpen
+// admits everything, FailClosed nothing.
+//
+// # Latency
+//
+// Each call to the primary runs under context.WithTimeout(ctx, timeout)
+// (WithTimeout, default 50ms), so a check returns within the timeout plus
+// the time the primary takes to notice its context — the primary must
+// honour it, as every ratewarden.Store must. While the breaker is open the
+// primary is not called at all and a check costs a local decision
+// (microseconds).
+//
+// # Breaker and recovery
+//
+// The breaker (github.com/sony/gobreaker/v2) opens after WithTripAfter
+// consecutive failures, or when WithTripRatio of the calls in the rolling
+// WithWindow failed. After WithProbeInterval it lets WithHalfOpenProbes
+// calls through; their success closes it, a failure opens it for another
+// interval. So once the primary is healthy again, decisions come from it
+// within 2 × the probe interval + the timeout (one interval can be spent on
+// a probe that raced the recovery), with no restart. Every state change is
+// logged (WithLogger) and reported (WithOnStateChange); State tells
+// readiness checks where the breaker stands.
+//
+// A failure is an error wrapping ratewarden.ErrStoreUnavailable, or any
+// error that wraps no ratewarden sentinel. These never count and never
+// trigger the policy:
+//   - bad input (ratewarden.ErrInvalidLimit, ErrInvalidKey, ErrInvalidCost,
+//     ErrInvalidConfig): rejected before the primary is called, or passed
+//     through unchanged when the primary reports it;
+//   - the caller's own context ending: the check returns an error wrapping
+//     both ratewarden.ErrStoreUnavailable and the context's error, as
+//     nobody waits for the answer any more.
+//
+// Reset is not a decision, so no policy answers for it: during an outage it
+// returns an error wrapping ratewarden.ErrStoreUnavailable (ErrOpen when the
+// breaker is open). It resets the local shares either way.
+package fallback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/memstore"
+	"github.com/sony/gobreaker/v2"
+)
+
+// ErrOpen is the cause of degraded decisions, and the error of Reset, while
+// the breaker does not let calls through (open, or half-open with all its
+// probes in flight). It wraps ratewarden.ErrStoreUnavailable.
+var ErrOpen = fmt.Errorf("fallback: circuit breaker open: %w", ratewarden.ErrStoreUnavailable)
+
+// Store is a ratewarden.Store that decides on a primary store and, when the
+// primary cannot, by a failure policy. Make one with New; the zero Store is
+// not usable. It is safe for concurrent use.
+type Store struct {
+	primary ratewarden.Store
+	local   ratewarden.Store // nil when no limit can get LocalFallback
+	cfg     config
+	cb      *gobreaker.CircuitBreaker[struct{}]
+
+	openedAt atomic.Int64 // time.Time.UnixNano of the last change to open
+	events   events
+	scratch  sync.Pool // *scratch for degraded decisions
+}
+
+// New returns a Store deciding on primary, configured by opts.
+func New(primary ratewarden.Store, opts ...Option) (*Store, error) {
+	if primary == nil {
+		return nil, fmt.Errorf("fallback: primary store must not be nil: %w", ratewarden.ErrInvalidConfig)
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("fallback: nil Option: %w", ratewarden.ErrInvalidConfig)
+		}
+		o(&cfg)
+	}
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
+	s := &Store{primary: primary, cfg: cfg, local: cfg.local}
+	if s.local == nil && (cfg.policy == LocalFallback || cfg.policyFor != nil) {
+		m, err := memstore.New()
+		if err != nil {
+			return nil, fmt.Errorf("fallback: local store: %w", err)
+		}
+		s.local = m
+	}
+	s.scratch.New = func() any { return new(scratch) }
+	s.cb = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:          cfg.name,
+		MaxRequests:   cfg.probes,
+		Interval:      cfg.window,
+		BucketPeriod:  cfg.window / 10,
+		Timeout:       cfg.probeInterval,
+		ReadyToTrip:   s.readyToTrip,
+		OnStateChange: s.stateChanged,
+		IsExcluded:    isPass,
+	})
+	return s, nil
+}
+
+func (s *Store) readyToTrip(c gobreaker.Counts) bool {
+	if c.ConsecutiveFailures >= s.cfg.tripAfter {
+		return true
+	}
+	done := c.TotalSuccesses + c.TotalFailures
+	return done >= s.cfg.tripMin && float64(c.TotalFailures) >= s.cfg.tripRatio*float64(done)
+}
+
+// State returns the breaker's state now. A readiness check can report not
+// ready while it is StateOpen, when decisions are degraded.
+func (s *Store) State() State {
+	st := toState(s.cb.State()) // may move open to half-open
+	s.events.flush(s)
+	return st
+}
+
+func toState(st gobreaker.State) State {
+	switch st {
+	case gobreaker.StateOpen:
+		return StateOpen
+	case gobreaker.StateHalfOpen:
+		return StateHalfOpen
+	default:
+		return StateClosed
+	}
+}
+
+// passError carries an error that is the caller's business, not the
+// backend's: bad input, or the caller's context ending. The breaker
+// excludes it from its counts and Check returns err unchanged.
+type passError struct{ err error }
+
+func (e *passError) Error() string { return e.err.Error() }
+
+func isPass(err error) bool {
+	var p *passError
+	return errors.As(err, &p)
+}
+
+// classify turns the primary's error into what the breaker should count.
+// ctx is the caller's context.
+func classify(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return &passError{callerGone(ctx)}
+	case errors.Is(err, ratewarden.ErrStoreUnavailable):
+		return err
+	case errors.Is(err, ratewarden.ErrInvalidLimit), errors.Is(err, ratewarden.ErrInvalidKey),
+		errors.Is(err, ratewarden.ErrInvalidCost), errors.Is(err, ratewarden.ErrInvalidConfig):
+		return &passError{err}
+	default: // a backend error that follows no convention: still the backend's
+		return fmt.Errorf("fallback: primary: %w: %w", ratewarden.ErrStoreUnavailable, err)
+	}
+}
+
+func callerGone(ctx context.Context) error {
+	return fmt.Errorf("fallback: caller gave up: %w: %w", ratewarden.ErrStoreUnavailable, context.Cause(ctx))
+}
+
+// call runs fn on the primary through the breaker, under the deadline. It
+// returns nil, a *passError, or the cause of a failure (ErrOpen when the
+// breaker did not let the call through).
+func (s *Store) call(ctx context.Context, fn func(context.Context) error) error {
+	_, err := s.cb.Execute(func() (struct{}, error) {
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+		defer cancel()
+		return struct{}{}, classify(ctx, fn(cctx))
+	})
+	s.events.flush(s)
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		return ErrOpen
+	}
+	return err
+}
+
+// Check implements ratewarden.Store. It validates req (bad input is an
+// error and calls nothing), asks the primary under the deadline and the
+// breaker, and, when the primary cannot decide, fills res by the failure
+// policy with a nil error. See the package doc for which errors remain.
+func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
+	if err := validate(req, res); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return callerGone(ctx)
+	}
+	err := s.call(ctx, func(cctx context.Context) error { return s.primary.Check(cctx, req, res) })
+	if err == nil {
+		return nil
+	}
+	if p, ok := err.(*passError); ok {
+		return p.err
+	}
+	return s.degrade(ctx, req, res, err)
+}
+
+func validate(req *ratewarden.Request, res []ratewarden.Result) error {
+	if req == nil {
+		return fmt.Errorf("fallback: nil request: %w", ratewarden.ErrInvalidConfig)
+	}
+	if err := ratewarden.ValidateRequest(req); err != nil {
+		return fmt.Errorf("fallback: %w", err)
+	}
+	if len(res) != len(req.Limits) {
+		return fmt.Errorf("fallback: %d results for %d limits: %w", len(res), len(req.Limits), ratewarden.ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Reset implements ratewarden.Store: it resets key under limits on the
+// primary (under the deadline and the breaker) and in the local shares.
+// While the primary is unavailable it returns an error wrapping
+// ratewarden.ErrStoreUnavailable (ErrOpen when the breaker is open): the
+// shared state could not be reset.
+func (s *Store) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
+	if err := validateReset(key, limits); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return callerGone(ctx)
+	}
+	if s.local != nil {
+		shares := make([]ratewarden.Limit, len(limits))
+		for i, l := range limits {
+			shares[i] = share(l, s.cfg.replicas)
+		}
+		if err := s.local.Reset(ctx, key, shares...); err != nil {
+			return fmt.Errorf("fallback: reset local share: %w", err)
+		}
+	}
+	err := s.call(ctx, func(cctx context.Context) error { return s.primary.Reset(cctx, key, limits...) })
+	if p, ok := err.(*passError); ok {
+		return p.err
+	}
+	if err != nil {
+		return fmt.Errorf("fallback: reset: %w", err)
+	}
+	return nil
+}
+
+// validateReset checks Reset's input as a Limiter does, through
+// ValidateRequest (a zero cost is valid for every limit).
+func validateReset(key string, limits []ratewarden.Limit) error {
+	if err := ratewarden.ValidateRequest(&ratewarden.Request{Key: key, Limits: limits}); err != nil {
+		return fmt.Errorf("fallback: %w", err)
+	}
+	return nil
+}
+
+// policyOf returns the policy for l.
+func (s *Store) policyOf(l ratewarden.Limit) Policy {
+	if s.cfg.policyFor != nil {
+		if p := s.cfg.policyFor(l); p.valid() {
+			return p
+		}
+	}
+	return s.cfg.policy
+}
+
+// share is this replica's part of l: Rate (and a TokenBucket's Burst)
+// divided by replicas, rounded down, at least 1.
+func share(l ratewarden.Limit, replicas int64) ratewarden.Limit {
+	if replicas <= 1 {
+		return l
+	}
+	l.Rate = max(l.Rate/replicas, 1)
+	if l.Burst > 0 {
+		l.Burst = max(l.Burst/replicas, 1)
+	}
+	return l
+}
+
+// scratch holds the local request of one degraded check, pooled so an
+// outage does not allocate per check.
+type scratch struct {
+	idx    []int
+	limits []ratewarden.Limit
+	res    []ratewarden.Result
+	req    ratewarden.Request
+}
+
+// degrade fills res by the failure policy of each limit. cause is why the
+// primary did not decide.
+func (s *Store) degrade(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result, cause error) error {
+	sc := s.scratch.Get().(*scratch)
+	defer func() {
+		clear(sc.limits)
+		clear(sc.res)
+		sc.idx, sc.limits, sc.res, sc.req = sc.idx[:0], sc.limits[:0], sc.res[:0], ratewarden.Request{}
+		s.scratch.Put(sc)
+	}()
+
+	closed := false
+	for i, l := range req.Limits {
+		switch p := s.policyOf(l); p {
+		case FailOpen:
+			rem := l.Capacity()
+			if !req.Peek {
+				rem -= req.Cost
+			}
+			res[i] = ratewarden.Result{Allowed: true, Limit: l, Remaining: rem, Source: ratewarden.SourceFailOpen}
+		case FailClosed:
+			ra := s.retryAfter()
+			res[i] = ratewarden.Result{Limit: l, RetryAfter: ra, ResetAfter: ra, Source: ratewarden.SourceFailClosed}
+			closed = true
+		default:
+			sc.idx = append(sc.idx, i)
+			sc.limits = append(sc.limits, share(l, s.cfg.replicas))
+		}
+	}
+	if len(sc.idx) > 0 {
+		if err := s.decideLocal(ctx, req, res, sc, closed); err != nil {
+			return err
+		}
+	}
+	if s.cfg.onDegraded != nil {
+		for i := range res {
+			s.cfg.onDegraded(policyOfSource(res[i].Source), cause)
+		}
+	}
+	return nil
+}
+
+// decideLocal decides the LocalFallback limits of req (sc.idx, sc.limits)
+// on the local store. It only peeks when another limit already denied
+// (closed) or when the cost exceeds a share's capacity: then the request
+// is denied and must consume nothing.
+func (s *Store) decideLocal(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result, sc *scratch, closed bool) error {
+	tooBig := false
+	for _, l := range sc.limits {
+		tooBig = tooBig || req.Cost > l.Capacity()
+	}
+	sc.req = ratewarden.Request{Key: req.Key, Limits: sc.limits, Cost: req.Cost, Peek: req.Peek || closed}
+	if tooBig {
+		// Cannot pass locally during this outage at all; report the state.
+		sc.req.Cost, sc.req.Peek = 0, true
+	}
+	if n := len(sc.limits); cap(sc.res) < n {
+		sc.res = make([]ratewarden.Result, n)
+	} else {
+		sc.res = sc.res[:n]
+	}
+	if err := s.local.Check(ctx, &sc.req, sc.res); err != nil {
+		return fmt.Errorf("fallback: local fallback: %w", err)
+	}
+	for j, i := range sc.idx {
+		r := sc.res[j]
+		if req.Cost > sc.limits[j].Capacity() {
+			// More than the whole local share: denied until the primary is
+			// back; a Period is the earliest a retry is worth it.
+			r.Allowed, r.RetryAfter = false, sc.limits[j].Period
+		}
+		r.Source = ratewarden.SourceLocalFallback
+		res[i] = r
+	}
+	return nil
+}
+
+func policyOfSource(src ratewarden.Source) Policy {
+	switch src {
+	case ratewarden.SourceFailOpen:
+		return FailOpen
+	case ratewarden.SourceFailClosed:
+		return FailClosed
+	default:
+		return LocalFallback
+	}
+}
+
+// retryAfter is the RetryAfter of a FailClosed denial: the configured one,
+// else the time until the breaker's next probe, else (not open) the probe
+// interval.
+func (s *Store) retryAfter() time.Duration {
+	if s.cfg.retryAfter > 0 {
+		return s.cfg.retryAfter
+	}
+	if opened := s.openedAt.Load(); opened != 0 {
+		left := time.Unix(0, opened).Add(s.cfg.probeInterval).Sub(time.Now())
+		if left > 0 {
+			return max(left, time.Millisecond)
+		}
+	}
+	return s.cfg.probeInterval
+}
+
+// transition is one breaker state change, queued until it can be reported
+// outside the breaker's lock.
+type transition struct {
+	from, to State
+	at       time.Time
+}
+
+// events queues transitions from gobreaker's OnStateChange, which runs under
+// the breaker's lock, and reports them from the next call that finds one
+// queued: in order, one reporter at a time, and never under the lock, so a
+// hook may call State.
+type events struct {
+	n          atomic.Int32 // len(pending), read without the lock
+	mu         sync.Mutex
+	pending    []transition
+	delivering bool
+}
+
+func (s *Store) stateChanged(_ string, from, to gobreaker.State) {
+	now := time.Now()
+	if to == gobreaker.StateOpen {
+		s.openedAt.Store(now.UnixNano())
+	} else if from == gobreaker.StateOpen {
+		s.openedAt.Store(0)
+	}
+	e := &s.events
+	e.mu.Lock()
+	e.pending = append(e.pending, transition{toState(from), toState(to), now})
+	e.n.Store(int32(len(e.pending)))
+	e.mu.Unlock()
+}
+
+func (e *events) flush(s *Store) {
+	if e.n.Load() == 0 {
+		return
+	}
+	e.mu.Lock()
+	if e.delivering {
+		e.mu.Unlock()
+		return // the reporter in charge will take what was queued
+	}
+	e.delivering = true
+	for len(e.pending) > 0 {
+		batch := e.pending
+		e.pending = nil
+		e.n.Store(0)
+		e.mu.Unlock()
+		for _, t := range batch {
+			s.report(t)
+		}
+		e.mu.Lock()
+	}
+	e.delivering = false
+	e.mu.Unlock()
+}
+
+func (s *Store) report(t transition) {
+	level, msg := slog.LevelInfo, "fallback: circuit breaker "+t.to.String()
+	switch {
+	case t.to == StateOpen:
+		level = slog.LevelWarn
+		msg += fmt.Sprintf("; primary store unavailable, answering with %s for %v before probing", s.cfg.policy, s.cfg.probeInterval)
+	case t.to == StateHalfOpen:
+		msg += "; probing the primary store"
+	case t.to == StateClosed:
+		msg += "; primary store deciding again"
+	}
+	s.cfg.logger.LogAttrs(context.Background(), level, msg,
+		slog.String("store", s.cfg.name),
+		slog.String("from", t.from.String()),
+		slog.String("to", t.to.String()),
+		slog.String("policy", s.cfg.policy.String()),
+		slog.Time("at", t.at))
+	if s.cfg.onState != nil {
+		s.cfg.onState(t.from, t.to)
+	}
+}
