@@ -1,0 +1,339 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/algo"
+	"github.com/ratewarden/ratewarden/internal/testredis"
+	"github.com/redis/rueidis"
+)
+
+// testClockLua replaces the production clock: now is ARGV[1], the checks
+// start at ARGV[2]. The algorithms are the embedded production text.
+const testClockLua = "local now = tonumber(ARGV[1])\nlocal base = 2\n"
+
+// atEval runs the test-clock script with now prepended to the arguments.
+type atEval struct {
+	rueidisEval
+	now int64
+}
+
+func (e *atEval) eval(ctx context.Context, keys, args []string, dst []int64) ([]int64, error) {
+	a := append([]string{strconv.FormatInt(e.now, 10)}, args...)
+	return e.rueidisEval.eval(ctx, keys, a, dst)
+}
+
+// newClockStore returns a Store whose script takes now from ev.now.
+func newClockStore(tb testing.TB, c rueidis.Client) (*Store, *atEval) {
+	tb.Helper()
+	ev := &atEval{rueidisEval: rueidisEval{c: c, lua: rueidis.NewLuaScript(testClockLua + checkLua)}}
+	s, err := newStore(ev, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, ev
+}
+
+// model is one key's state under each limit, kept by internal/algo.
+type model struct {
+	limits []ratewarden.Limit
+	params []algo.Params
+	win    []algo.Window
+	tat    []int64
+	log    []algo.Log
+}
+
+func newModel(limits []ratewarden.Limit) *model {
+	m := &model{limits: limits}
+	for _, l := range limits {
+		m.params = append(m.params, algo.FromLimit(l))
+	}
+	m.win = make([]algo.Window, len(limits))
+	m.tat = make([]int64, len(limits))
+	m.log = make([]algo.Log, len(limits))
+	return m
+}
+
+func (m *model) eval(j int, now, n int64, consume bool) algo.Outcome {
+	p := m.params[j]
+	var o algo.Outcome
+	switch p.Alg {
+	case ratewarden.FixedWindow:
+		m.win[j], o = algo.FixedWindow(m.win[j], now, p, n, consume)
+	case ratewarden.SlidingWindow:
+		m.win[j], o = algo.SlidingWindow(m.win[j], now, p, n, consume)
+	case ratewarden.TokenBucket:
+		m.tat[j], o = algo.TokenBucket(m.tat[j], now, p, n, consume)
+	case ratewarden.SlidingLog:
+		m.log[j], o = algo.SlidingLog(m.log[j], now, p, n, consume)
+	}
+	return o
+}
+
+// check is the all-or-nothing multi-limit check on algo: every verdict
+// without consuming, then, when all admit, consume from each.
+func (m *model) check(now, n int64, peek bool) []algo.Outcome {
+	outs := make([]algo.Outcome, len(m.limits))
+	ok := true
+	for j := range m.limits {
+		outs[j] = m.eval(j, now, n, false)
+		ok = ok && outs[j].Allowed
+	}
+	if ok && !peek && n > 0 {
+		for j := range m.limits {
+			outs[j] = m.eval(j, now, n, true)
+		}
+	}
+	return outs
+}
+
+// genLimits draws 1–3 valid limits with distinct scopes; TokenBucket drain
+// times stay below 10^15 µs so every instant fits a float64 exactly.
+func genLimits(r *rand.Rand) []ratewarden.Limit {
+	periods := []time.Duration{time.Millisecond, 7 * time.Millisecond, time.Second, 1500 * time.Millisecond, time.Minute, time.Hour, 24 * time.Hour, ratewarden.MaxPeriod}
+	rates := []int64{1, 2, 3, 5, 10, 100, 1000, 1_000_000, 1_000_000_000, ratewarden.MaxRate}
+	var ls []ratewarden.Limit
+	for len(ls) < 1+r.IntN(3) {
+		l := ratewarden.Limit{Algorithm: ratewarden.Algorithm(r.IntN(4))}
+		if r.IntN(3) == 0 {
+			l.Period = time.Duration(1+r.IntN(5000)) * time.Millisecond
+		} else {
+			l.Period = periods[r.IntN(len(periods))]
+		}
+		switch l.Algorithm {
+		case ratewarden.SlidingLog:
+			l.Rate = 1 + r.Int64N(20)
+			if r.IntN(10) == 0 {
+				l.Rate = 1 + r.Int64N(ratewarden.MaxLogRate)
+			}
+		case ratewarden.TokenBucket:
+			l.Rate = min(rates[r.IntN(len(rates))], l.Period.Microseconds())
+			if r.IntN(2) == 0 {
+				l.Burst = 1 + r.Int64N(min(l.Rate*3, 1000))
+			}
+			// Bound the drain time of a full bucket.
+			for float64(l.Capacity())*float64(l.Period.Microseconds())/float64(l.Rate) > 1e15 {
+				l.Burst = max(l.Capacity()/2, 1)
+			}
+		default:
+			l.Rate = rates[r.IntN(len(rates))]
+		}
+		if l.Validate() != nil {
+			continue
+		}
+		if slices.ContainsFunc(ls, func(o ratewarden.Limit) bool { return o.Scope() == l.Scope() }) {
+			continue
+		}
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+// genStep draws the next instant, a cost and the peek flag; instants often
+// land on or next to window boundaries of one of the limits.
+func genStep(r *rand.Rand, now int64, limits []ratewarden.Limit) (int64, int64, bool) {
+	P := limits[r.IntN(len(limits))].Period.Microseconds()
+	switch r.IntN(8) {
+	case 0: // same instant
+	case 1:
+		now += 1 + r.Int64N(3)
+	case 2:
+		now += r.Int64N(P/10 + 1)
+	case 3:
+		now += r.Int64N(2*P + 1)
+	case 4: // to a boundary, or just around it
+		now = now - now%P + P + r.Int64N(3) - 1
+	default:
+		now += r.Int64N(P/3 + 1)
+	}
+	capacity := limits[0].Capacity()
+	for _, l := range limits[1:] {
+		capacity = min(capacity, l.Capacity())
+	}
+	var n int64
+	switch r.IntN(6) {
+	case 0:
+		n = 0
+	case 1:
+		n = r.Int64N(min(capacity, 20000) + 1)
+	case 2:
+		n = capacity
+	default:
+		n = 1
+	}
+	if l := limits[0]; l.Algorithm == ratewarden.SlidingLog && n > 3000 {
+		n = 3000 // the log keeps one member per unit: keep sequences quick
+	}
+	return now, n, r.IntN(5) == 0
+}
+
+// runDifferential runs steps checks of one random sequence through algo and
+// the script and fails at the first difference in a result or the state.
+func runDifferential(t *testing.T, c rueidis.Client, s *Store, ev *atEval, seed uint64, steps int) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	limits := genLimits(r)
+	m := newModel(limits)
+	key := fmt.Sprintf("diff:%d", seed)
+	// Instants start ahead of the real clock (and only grow), so the
+	// expiries the script sets lie in Redis' future and keys stay readable.
+	now := time.Now().Add(time.Hour).UnixMicro() + r.Int64N(1e12)
+	res := make([]ratewarden.Result, len(limits))
+	for i := range steps {
+		var n int64
+		var peek bool
+		now, n, peek = genStep(r, now, limits)
+		want := m.check(now, n, peek)
+		ev.now = now
+		got, err := s.check(bg, &ratewarden.Request{Key: key, Limits: limits, Cost: n, Peek: peek}, res)
+		if err != nil {
+			t.Fatalf("seed %d step %d: %v", seed, i, err)
+		}
+		if got != now {
+			t.Fatalf("seed %d step %d: script decided at %d, want %d", seed, i, got, now)
+		}
+		for j, o := range want {
+			w := ratewarden.Result{Allowed: o.Allowed, Limit: limits[j], Remaining: o.Remaining,
+				RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond, ResetAfter: time.Duration(o.ResetAfter) * time.Microsecond}
+			if res[j] != w {
+				t.Fatalf("seed %d step %d (now %d, cost %d, peek %v) limit %v:\n got %+v\nwant %+v", seed, i, now, n, peek, limits[j], res[j], w)
+			}
+		}
+		for j := range limits {
+			compareState(t, c, s, m, j, key, want[j])
+		}
+	}
+}
+
+// compareState checks that Redis holds exactly algo's state for limit j, and
+// that a write set the expiry algo asks for.
+func compareState(t *testing.T, c rueidis.Client, s *Store, m *model, j int, key string, o algo.Outcome) {
+	t.Helper()
+	rk := s.Key(key, m.limits[j])
+	switch m.params[j].Alg {
+	case ratewarden.FixedWindow, ratewarden.SlidingWindow:
+		v, err := c.Do(bg, c.B().Get().Key(rk).Build()).ToString()
+		var got algo.Window
+		if !rueidis.IsRedisNil(err) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fmt.Sscanf(v, "%d %d %d", &got.Start, &got.Curr, &got.Prev); err != nil {
+				t.Fatalf("window state %q: %v", v, err)
+			}
+		}
+		if got != m.win[j] {
+			t.Fatalf("%s: state %+v, algo has %+v", rk, got, m.win[j])
+		}
+	case ratewarden.TokenBucket:
+		v, err := c.Do(bg, c.B().Get().Key(rk).Build()).AsInt64()
+		if rueidis.IsRedisNil(err) {
+			v, err = 0, nil
+		}
+		if err != nil || v != m.tat[j] {
+			t.Fatalf("%s: tat %d (%v), algo has %d", rk, v, err, m.tat[j])
+		}
+	case ratewarden.SlidingLog:
+		zs, err := c.Do(bg, c.B().Zrange().Key(rk).Min("0").Max("-1").Withscores().Build()).AsZScores()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(algo.Log, 0, len(zs))
+		members := map[string]bool{}
+		for _, z := range zs {
+			got = append(got, int64(z.Score))
+			members[z.Member] = true
+		}
+		if !slices.Equal(got, m.log[j]) && !(len(got) == 0 && len(m.log[j]) == 0) {
+			t.Fatalf("%s: log %v, algo has %v", rk, got, m.log[j])
+		}
+		if len(members) != len(zs) {
+			t.Fatalf("%s: duplicate members", rk)
+		}
+	}
+	if o.Wrote {
+		at, err := c.Do(bg, c.B().Pexpiretime().Key(rk).Build()).AsInt64()
+		if want := (o.ExpireAt + 999) / 1000; err != nil || at != want {
+			t.Fatalf("%s: PEXPIRETIME %d (%v), want ceil(ExpireAt/1000) = %d", rk, at, err, want)
+		}
+	}
+}
+
+func TestDifferential(t *testing.T) {
+	srv := testredis.Start(t)
+	c := newClient(t, srv.Addr)
+	s, ev := newClockStore(t, c)
+	const sequences, steps = 400, 40
+	for seed := range uint64(sequences) {
+		runDifferential(t, c, s, ev, seed, steps)
+	}
+	if keys := do(t, srv, "DBSIZE"); keys == "0" {
+		t.Fatal("the sequences wrote nothing")
+	}
+}
+
+func FuzzDifferential(f *testing.F) {
+	srv := testredis.Start(f)
+	c := newClient(f, srv.Addr)
+	s, ev := newClockStore(f, c)
+	for _, seed := range []uint64{1, 2, 3, 42, 1 << 40, 0xdeadbeef} {
+		f.Add(seed, uint8(30))
+	}
+	f.Fuzz(func(t *testing.T, seed uint64, steps uint8) {
+		runDifferential(t, c, s, ev, seed, int(steps%64)+1)
+	})
+}
+
+// TestSlidingLogClockStepsBack: when Redis' clock steps back, a new
+// member's name can equal a live one; the script must still add one member
+// per unit.
+func TestSlidingLogClockStepsBack(t *testing.T) {
+	srv := testredis.Start(t)
+	c := newClient(t, srv.Addr)
+	s, ev := newClockStore(t, c)
+	lim := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 10, Period: 100 * time.Millisecond}
+	base := time.Now().Add(time.Hour).UnixMicro()
+	res := make([]ratewarden.Result, 1)
+	for _, st := range []struct{ at, n int64 }{{10_000, 2}, {50_000, 1}, {111_000, 1}, {50_000, 1}} {
+		ev.now = base + st.at
+		if err := s.Check(bg, &ratewarden.Request{Key: "back", Limits: []ratewarden.Limit{lim}, Cost: st.n}, res); err != nil || !res[0].Allowed {
+			t.Fatalf("at %d: %+v, %v", st.at, res[0], err)
+		}
+	}
+	// Left: 50ms:2 and 111ms:1 from before, and the unit added last, whose
+	// first-choice name 50ms:2 was taken.
+	if n, err := c.Do(bg, c.B().Zcard().Key(s.Key("back", lim)).Build()).AsInt64(); err != nil || n != 3 {
+		t.Fatalf("ZCARD = %d, %v; want 3", n, err)
+	}
+}
+
+// TestSlidingLogLargeCost adds more members than one ZADD chunk and than
+// Lua's unpack limit in one check.
+func TestSlidingLogLargeCost(t *testing.T) {
+	srv := testredis.Start(t)
+	s := openStore(t, srv.Addr)
+	lim := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: ratewarden.MaxLogRate, Period: time.Hour}
+	res := make([]ratewarden.Result, 1)
+	for _, n := range []int64{2500, ratewarden.MaxLogRate - 2500} {
+		if err := s.Check(bg, &ratewarden.Request{Key: "big", Limits: []ratewarden.Limit{lim}, Cost: n}, res); err != nil || !res[0].Allowed {
+			t.Fatalf("cost %d: %+v, %v", n, res[0], err)
+		}
+	}
+	if got := do(t, srv, "ZCARD", s.Key("big", lim)); got != strconv.Itoa(ratewarden.MaxLogRate) {
+		t.Fatalf("ZCARD = %s, want %d", got, ratewarden.MaxLogRate)
+	}
+	if err := s.Check(bg, &ratewarden.Request{Key: "big", Limits: []ratewarden.Limit{lim}, Cost: 1}, res); err != nil || res[0].Allowed || res[0].Remaining != 0 {
+		t.Fatalf("full log: %+v, %v; want denied", res[0], err)
+	}
+	if !strings.HasPrefix(s.Key("big", lim), "rw:{big}:") {
+		t.Fatal(s.Key("big", lim))
+	}
+}

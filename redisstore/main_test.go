@@ -1,0 +1,95 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ratewarden/ratewarden/internal/testredis"
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// newClient returns a rueidis client for addr, closed when the test ends.
+func newClient(tb testing.TB, addr string) rueidis.Client {
+	tb.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		tb.Fatalf("rueidis.NewClient(%s): %v", addr, err)
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
+// openStore makes a production Store on a new client.
+func openStore(tb testing.TB, addr string, opts ...Option) *Store {
+	tb.Helper()
+	s, err := New(newClient(tb, addr), opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// do runs a command through testredis (a client independent of the code
+// under test) and fails the test on error.
+func do(tb testing.TB, srv *testredis.Server, args ...string) string {
+	tb.Helper()
+	r, err := srv.Do(args...)
+	if err != nil {
+		tb.Fatalf("redis %v: %v", args, err)
+	}
+	return r
+}
+
+// redisTime returns Redis' TIME in microseconds.
+func redisTime(tb testing.TB, srv *testredis.Server) int64 {
+	tb.Helper()
+	parts := strings.Split(do(tb, srv, "TIME"), "\n")
+	if len(parts) != 2 {
+		tb.Fatalf("TIME: %q", parts)
+	}
+	sec, err1 := strconv.ParseInt(parts[0], 10, 64)
+	usec, err2 := strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		tb.Fatalf("TIME: %q", parts)
+	}
+	return sec*1_000_000 + usec
+}
+
+// commandStats returns the calls per command from INFO commandstats
+// ("evalsha" -> 12).
+func commandStats(tb testing.TB, srv *testredis.Server) map[string]int64 {
+	tb.Helper()
+	m := map[string]int64{}
+	for _, line := range strings.Split(do(tb, srv, "INFO", "commandstats"), "\n") {
+		line = strings.TrimSpace(line)
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "calls="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					tb.Fatalf("commandstats %q: %v", line, err)
+				}
+				m[strings.TrimPrefix(name, "cmdstat_")] = n
+			}
+		}
+	}
+	return m
+}
+
+// scriptCalls is the number of EVALSHA and EVAL calls Redis has served.
+func scriptCalls(tb testing.TB, srv *testredis.Server) int64 {
+	m := commandStats(tb, srv)
+	return m["evalsha"] + m["eval"]
+}
+
+var bg = context.Background()
