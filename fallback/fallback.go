@@ -409,7 +409,7 @@ func (s *Store) retryAfter() time.Duration {
 		return s.cfg.retryAfter
 	}
 	if opened := s.openedAt.Load(); opened != 0 {
-		left := time.Unix(0, opened).Add(s.cfg.probeInterval).Sub(time.Now())
+		left := time.Until(time.Unix(0, opened).Add(s.cfg.probeInterval))
 		if left > 0 {
 			return max(left, time.Millisecond)
 		}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/memstore"
@@ -20,10 +21,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type fault int32
 
 const (
-	healthy fault = iota // decide on the inner memstore
-	failing              // fail at once, as a refused connection does
-	hanging              // wait until the context ends, as a black hole does
-	badInput             // report bad input, as a store with stricter rules would
+	healthy  fault = iota // decide on the inner memstore
+	failing               // fail at once, as a refused connection does
+	hanging               // wait until the context ends, as a black hole does
+	badInput              // report bad input, as a store with stricter rules would
 )
 
 // faultyStore is a real memstore behind a switch that injects the failures
@@ -152,3 +153,21 @@ func mustCheck(t testing.TB, s ratewarden.Store, key string, l ratewarden.Limit,
 }
 
 var discard = slog.New(slog.DiscardHandler)
+
+// fakeClock is a clock for a memstore that moves only when told to.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}

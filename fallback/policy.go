@@ -40,18 +40,6 @@ func (p Policy) String() string {
 
 func (p Policy) valid() bool { return p >= FailOpen && p <= LocalFallback }
 
-// source is the Result.Source of a decision made by p.
-func (p Policy) source() ratewarden.Source {
-	switch p {
-	case FailOpen:
-		return ratewarden.SourceFailOpen
-	case FailClosed:
-		return ratewarden.SourceFailClosed
-	default:
-		return ratewarden.SourceLocalFallback
-	}
-}
-
 // ParsePolicy is the inverse of Policy.String: it accepts fail_open,
 // fail_closed and local_fallback, and reports anything else as an error
 // wrapping ratewarden.ErrInvalidConfig.
