@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/httplimit"
+	"github.com/ratewarden/ratewarden/memstore"
 )
 
 const client = "198.51.100.7:4242"
@@ -483,6 +485,59 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			}
 			if !strings.HasPrefix(err.Error(), "httplimit: ") || !strings.Contains(err.Error(), tc.field) {
 				t.Errorf("error %q does not start with httplimit: or name %q", err, tc.field)
+			}
+		})
+	}
+}
+
+// With the store wrapped by a failure policy (package fallback), an outage
+// arrives as degraded Results, which the middleware honours like any other.
+func TestDegradedResultsAreHonoured(t *testing.T) {
+	cases := []struct {
+		policy fallback.Policy
+		codes  []int
+	}{
+		{fallback.FailOpen, []int{200, 200, 200}},
+		{fallback.FailClosed, []int{429, 429, 429}},
+		// This replica's share of 4 per minute across 2 replicas: 2.
+		{fallback.LocalFallback, []int{200, 200, 429}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.policy.String(), func(t *testing.T) {
+			primary, err := memstore.New()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = primary.Close() // every call fails with ErrStoreUnavailable
+			log, _ := newLogger()
+			st, err := fallback.New(primary, fallback.WithPolicy(tc.policy), fallback.WithReplicas(2),
+				fallback.WithRetryAfter(7*time.Second), fallback.WithLogger(log))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := ratewarden.New(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sources []ratewarden.Source
+			h := mustNew(t, l, httplimit.WithLimits(fixed(4, time.Minute)), httplimit.WithLogger(log),
+				httplimit.WithOnLimit(func(_ *http.Request, i httplimit.Info) { sources = append(sources, i.Decision.Results[0].Source) }),
+			).Handler(new(ok))
+			var codes []int
+			for range 3 {
+				w := get(h, client, "/", nil)
+				codes = append(codes, w.Code)
+				if w.Code == http.StatusTooManyRequests && tc.policy == fallback.FailClosed && w.Header().Get("Retry-After") != "7" {
+					t.Errorf("Retry-After %q, want the policy's 7", w.Header().Get("Retry-After"))
+				}
+			}
+			if !equalInts(codes, tc.codes) {
+				t.Errorf("codes %v, want %v", codes, tc.codes)
+			}
+			for _, s := range sources {
+				if !s.Degraded() {
+					t.Errorf("denial from source %v, want a degraded one", s)
+				}
 			}
 		})
 	}
