@@ -1,0 +1,60 @@
+package algo
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+)
+
+// TestSlidingWindowRetryAfterLargeValues is a REPORTED BUG in algo.go (found
+// by TestProperties with more iterations): for large rates and periods,
+// slidingFirst's starting estimate P − floor(budget·P/prev) is computed in
+// float64 and can overshoot the true first instant, and slidingFirst only
+// searches upwards, so RetryAfter comes out too long: the request is already
+// admitted at now+RetryAfter−1µs. It fails until slidingFirst also walks
+// down while slidingWeighted(prev, period, e−1) <= budget (the Lua script
+// must mirror that).
+func TestSlidingWindowRetryAfterLargeValues(t *testing.T) {
+	l := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 943267085651, Period: 22363331088 * time.Millisecond}
+	if err := l.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p := FromLimit(l)
+	s := Window{Start: 2348149764240000, Curr: 896525264212, Prev: 7}
+	const now, n = 2361911077194844, 344189876307
+	_, o := SlidingWindow(s, now, p, n, false)
+	if o.Allowed {
+		t.Fatalf("admitted now: %+v", o)
+	}
+	if _, early := SlidingWindow(s, now+o.RetryAfter-1, p, n, false); early.Allowed {
+		t.Errorf("RetryAfter %dµs, but admitted 1µs earlier", o.RetryAfter)
+	}
+	if _, at := SlidingWindow(s, now+o.RetryAfter, p, n, false); !at.Allowed {
+		t.Errorf("RetryAfter %dµs, but denied then", o.RetryAfter)
+	}
+}
+
+// TestTokenBucketRetryAfterLargeValues is the same REPORTED BUG in
+// TokenBucket: the starting estimate ceil(diff − (Capacity−n)·P/Rate) can
+// overshoot in float64 and the search only goes up. It fails until
+// TokenBucket also walks r down while
+// float64(n) <= gcraFree(diff−(r−1), p) (r > 1), mirrored in Lua.
+func TestTokenBucketRetryAfterLargeValues(t *testing.T) {
+	l := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 5980, Period: 25656170799 * time.Millisecond, Burst: 9000}
+	if err := l.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p := FromLimit(l)
+	const tat, now, n = 2392212732060469, 2360226254992644, 6628
+	_, o := TokenBucket(tat, now, p, n, false)
+	if o.Allowed {
+		t.Fatalf("admitted now: %+v", o)
+	}
+	if _, early := TokenBucket(tat, now+o.RetryAfter-1, p, n, false); early.Allowed {
+		t.Errorf("RetryAfter %dµs, but admitted 1µs earlier", o.RetryAfter)
+	}
+	if _, at := TokenBucket(tat, now+o.RetryAfter, p, n, false); !at.Allowed {
+		t.Errorf("RetryAfter %dµs, but denied then", o.RetryAfter)
+	}
+}
