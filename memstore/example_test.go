@@ -1,0 +1,129 @@
+package memstore_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/memstore"
+)
+
+func ExampleNew() {
+	store, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		panic(err)
+	}
+	for range 3 {
+		r, _ := limiter.Allow(context.Background(), "user:42", ratewarden.PerMinute(2))
+		fmt.Println(r.Allowed, r.Remaining)
+	}
+	// Output:
+	// true 1
+	// true 0
+	// false 0
+}
+
+func ExampleWithClock() {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	store, _ := memstore.New(memstore.WithClock(func() time.Time { return now }))
+	limiter, _ := ratewarden.New(store)
+	lim := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: time.Second}
+	ctx := context.Background()
+
+	r, _ := limiter.Allow(ctx, "k", lim)
+	fmt.Println(r.Allowed)
+	r, _ = limiter.Allow(ctx, "k", lim)
+	fmt.Println(r.Allowed, r.RetryAfter)
+	now = now.Add(r.RetryAfter)
+	r, _ = limiter.Allow(ctx, "k", lim)
+	fmt.Println(r.Allowed)
+	// Output:
+	// true
+	// false 1s
+	// true
+}
+
+func ExampleWithMaxKeys() {
+	store, _ := memstore.New(memstore.WithMaxKeys(2), memstore.WithShards(1))
+	limiter, _ := ratewarden.New(store)
+	for _, k := range []string{"a", "b", "c", "d"} {
+		limiter.Allow(context.Background(), k, ratewarden.PerHour(10))
+	}
+	fmt.Println(store.Len())
+	// Output: 2
+}
+
+func ExampleWithShards() {
+	// A store for a few hot keys needs few shards; many busy keys spread
+	// better over more.
+	store, err := memstore.New(memstore.WithShards(256))
+	fmt.Println(store != nil, err)
+	_, err = memstore.New(memstore.WithShards(0))
+	fmt.Println(err)
+	// Output:
+	// true <nil>
+	// memstore: shards must be between 1 and 65536, got 0: ratewarden: invalid config
+}
+
+func ExampleStore_Check() {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	store, _ := memstore.New(memstore.WithClock(func() time.Time { return now }))
+	perSecond := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 2, Period: time.Second}
+	perHour := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 100, Period: time.Hour}
+	req := ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{perSecond, perHour}, Cost: 2}
+	res := make([]ratewarden.Result, 2)
+	for range 2 {
+		if err := store.Check(context.Background(), &req, res); err != nil {
+			panic(err)
+		}
+		fmt.Println(res[0].Allowed, res[0].Remaining, res[1].Allowed, res[1].Remaining)
+	}
+	// Output:
+	// true 0 true 98
+	// false 0 true 98
+}
+
+func ExampleStore_Reset() {
+	store, _ := memstore.New()
+	limiter, _ := ratewarden.New(store)
+	ctx := context.Background()
+	lim := ratewarden.PerMinute(1)
+	limiter.Allow(ctx, "k", lim)
+	r, _ := limiter.Peek(ctx, "k", lim)
+	fmt.Println(r.Allowed)
+	store.Reset(ctx, "k", lim)
+	r, _ = limiter.Peek(ctx, "k", lim)
+	fmt.Println(r.Allowed)
+	// Output:
+	// false
+	// true
+}
+
+func ExampleStore_Len() {
+	store, _ := memstore.New()
+	limiter, _ := ratewarden.New(store)
+	ctx := context.Background()
+	limiter.Allow(ctx, "a", ratewarden.PerMinute(5))
+	limiter.Allow(ctx, "a", ratewarden.PerHour(5)) // another scope: another state
+	limiter.Allow(ctx, "b", ratewarden.PerMinute(5))
+	limiter.Peek(ctx, "c", ratewarden.PerMinute(5)) // peeks store nothing
+	fmt.Println(store.Len())
+	// Output: 3
+}
+
+func ExampleStore_Close() {
+	store, _ := memstore.New()
+	limiter, _ := ratewarden.New(store)
+	fmt.Println(store.Close())
+	_, err := limiter.Allow(context.Background(), "k", ratewarden.PerSecond(1))
+	fmt.Println(err)
+	// Output:
+	// <nil>
+	// memstore: store is closed: ratewarden: store unavailable
+}
