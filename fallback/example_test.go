@@ -1,0 +1,201 @@
+package fallback_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
+	"github.com/ratewarden/ratewarden/memstore"
+)
+
+// downStore returns a store that is unavailable, as Redis is during an
+// outage: a closed memstore fails every call with ErrStoreUnavailable.
+func downStore() ratewarden.Store {
+	m, _ := memstore.New()
+	_ = m.Close()
+	return m
+}
+
+var quiet = fallback.WithLogger(slog.New(slog.DiscardHandler))
+
+// Four replicas share 100 per minute. With the shared store down, each
+// replica admits its share: 25.
+func Example() {
+	st, err := fallback.New(downStore(), quiet,
+		fallback.WithPolicy(fallback.LocalFallback),
+		fallback.WithReplicas(4))
+	if err != nil {
+		panic(err)
+	}
+	lim, _ := ratewarden.New(st)
+	admitted := 0
+	var last ratewarden.Result
+	for range 40 {
+		last, err = lim.Allow(context.Background(), "client-42", ratewarden.PerMinute(100))
+		if err != nil {
+			panic(err) // never: an outage is an answer
+		}
+		if last.Allowed {
+			admitted++
+		}
+	}
+	fmt.Println("admitted:", admitted)
+	fmt.Println("source:", last.Source, "degraded:", last.Degraded(), "share:", last.Limit)
+	// Output:
+	// admitted: 25
+	// source: local_fallback degraded: true share: 25/1m
+}
+
+func ExampleNew() {
+	primary, _ := memstore.New() // in production: redisstore.New(client)
+	st, err := fallback.New(primary, quiet,
+		fallback.WithTimeout(20*time.Millisecond),
+		fallback.WithPolicy(fallback.FailOpen))
+	if err != nil {
+		panic(err)
+	}
+	lim, _ := ratewarden.New(st)
+	r, _ := lim.Allow(context.Background(), "k", ratewarden.PerSecond(10))
+	fmt.Println(r.Allowed, r.Source, r.Remaining)
+
+	_, err = fallback.New(primary, fallback.WithReplicas(0))
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, ratewarden.ErrInvalidConfig))
+	// Output:
+	// true store 9
+	// fallback: replicas must be >= 1, got 0: ratewarden: invalid config
+	// true
+}
+
+func ExampleParsePolicy() {
+	p, err := fallback.ParsePolicy("fail_closed")
+	fmt.Println(p, err)
+	_, err = fallback.ParsePolicy("fail_safe")
+	fmt.Println(err)
+	// Output:
+	// fail_closed <nil>
+	// fallback: unknown policy "fail_safe" (want fail_open, fail_closed or local_fallback): ratewarden: invalid config
+}
+
+// A Policy reads from configuration text.
+func ExamplePolicy_UnmarshalText() {
+	var p fallback.Policy
+	if err := p.UnmarshalText([]byte("local_fallback")); err != nil {
+		panic(err)
+	}
+	fmt.Println(p == fallback.LocalFallback)
+	// Output: true
+}
+
+func ExamplePolicy_String() {
+	fmt.Println(fallback.FailOpen, fallback.FailClosed, fallback.LocalFallback)
+	// Output: fail_open fail_closed local_fallback
+}
+
+func ExampleState_String() {
+	fmt.Println(fallback.StateClosed, fallback.StateHalfOpen, fallback.StateOpen)
+	// Output: closed half_open open
+}
+
+// Check is what a Limiter calls; a service building Requests itself can
+// call it directly.
+func ExampleStore_Check() {
+	st, _ := fallback.New(downStore(), quiet, fallback.WithPolicy(fallback.FailClosed), fallback.WithRetryAfter(30*time.Second))
+	res := make([]ratewarden.Result, 1)
+	err := st.Check(context.Background(), &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{ratewarden.PerMinute(5)}, Cost: 1}, res)
+	fmt.Println(err, res[0].Allowed, res[0].RetryAfter, res[0].Source)
+	// Output: <nil> false 30s fail_closed
+}
+
+// Reset cannot reset the shared state while the store is down: it says so.
+func ExampleStore_Reset() {
+	st, _ := fallback.New(downStore(), quiet)
+	err := st.Reset(context.Background(), "k", ratewarden.PerMinute(5))
+	fmt.Println(errors.Is(err, ratewarden.ErrStoreUnavailable))
+	// Output: true
+}
+
+// State backs a readiness check.
+func ExampleStore_State() {
+	st, _ := fallback.New(downStore(), quiet, fallback.WithTripAfter(2))
+	lim, _ := ratewarden.New(st)
+	for range 2 {
+		_, _ = lim.Allow(context.Background(), "k", ratewarden.PerMinute(5))
+	}
+	fmt.Println("ready:", st.State() != fallback.StateOpen, st.State())
+	// Output: ready: false open
+}
+
+// Login attempts fail closed; everything else falls back to the local share.
+func ExampleWithPolicyFunc() {
+	login := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 5, Period: time.Minute}
+	st, _ := fallback.New(downStore(), quiet, fallback.WithPolicyFunc(func(l ratewarden.Limit) fallback.Policy {
+		if l == login {
+			return fallback.FailClosed
+		}
+		return 0 // the WithPolicy default, LocalFallback
+	}))
+	lim, _ := ratewarden.New(st)
+	r1, _ := lim.Allow(context.Background(), "alice", login)
+	r2, _ := lim.Allow(context.Background(), "alice", ratewarden.PerMinute(100))
+	fmt.Println(r1.Allowed, r1.Source)
+	fmt.Println(r2.Allowed, r2.Source)
+	// Output:
+	// false fail_closed
+	// true local_fallback
+}
+
+func ExampleWithOnStateChange() {
+	st, _ := fallback.New(downStore(), quiet, fallback.WithTripAfter(1),
+		fallback.WithOnStateChange(func(from, to fallback.State) {
+			fmt.Println("breaker:", from, "->", to)
+		}))
+	lim, _ := ratewarden.New(st)
+	_, _ = lim.Allow(context.Background(), "k", ratewarden.PerMinute(5))
+	// Output: breaker: closed -> open
+}
+
+func ExampleWithOnDegraded() {
+	st, _ := fallback.New(downStore(), quiet, fallback.WithPolicy(fallback.FailOpen),
+		fallback.WithOnDegraded(func(p fallback.Policy, cause error) {
+			fmt.Println("degraded:", p, errors.Is(cause, ratewarden.ErrStoreUnavailable))
+		}))
+	lim, _ := ratewarden.New(st)
+	_, _ = lim.Allow(context.Background(), "k", ratewarden.PerMinute(5))
+	// Output: degraded: fail_open true
+}
+
+// Breaker tuning for a primary that fails intermittently: open at 30% of
+// at least 50 calls in 5s, or 3 failures in a row; probe every 500ms with
+// 2 calls.
+func ExampleWithTripRatio() {
+	primary, _ := memstore.New()
+	_, err := fallback.New(primary, quiet,
+		fallback.WithTripRatio(0.3, 50),
+		fallback.WithWindow(5*time.Second),
+		fallback.WithTripAfter(3),
+		fallback.WithProbeInterval(500*time.Millisecond),
+		fallback.WithHalfOpenProbes(2),
+		fallback.WithName("redis-main"))
+	fmt.Println(err)
+	_, err = fallback.New(primary, fallback.WithTripRatio(1.5, 50))
+	fmt.Println(err)
+	// Output:
+	// <nil>
+	// fallback: trip ratio must be in (0, 1], got 1.5: ratewarden: invalid config
+}
+
+// The local shares can live in a memstore of your choosing, to bound its
+// memory differently.
+func ExampleWithLocalStore() {
+	local, _ := memstore.New(memstore.WithMaxKeys(10_000))
+	st, _ := fallback.New(downStore(), quiet, fallback.WithLocalStore(local))
+	lim, _ := ratewarden.New(st)
+	_, _ = lim.Allow(context.Background(), "k", ratewarden.PerMinute(5))
+	fmt.Println(local.Len())
+	// Output: 1
+}
