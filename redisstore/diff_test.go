@@ -13,6 +13,7 @@ import (
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/internal/algo"
 	"github.com/ratewarden/ratewarden/internal/testredis"
+	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
 
@@ -20,21 +21,27 @@ import (
 // start at ARGV[2]. The algorithms are the embedded production text.
 const testClockLua = "local now = tonumber(ARGV[1])\nlocal base = 2\n"
 
-// atEval runs the test-clock script with now prepended to the arguments.
+// atEval runs the test-clock script (through either client's evaluator)
+// with now prepended to the arguments.
 type atEval struct {
-	rueidisEval
+	evaluator
 	now int64
 }
 
 func (e *atEval) eval(ctx context.Context, keys, args []string, dst []int64) ([]int64, error) {
 	a := append([]string{strconv.FormatInt(e.now, 10)}, args...)
-	return e.rueidisEval.eval(ctx, keys, a, dst)
+	return e.evaluator.eval(ctx, keys, a, dst)
 }
 
-// newClockStore returns a Store whose script takes now from ev.now.
+// newClockStore returns a Store on c whose script takes now from ev.now.
 func newClockStore(tb testing.TB, c rueidis.Client) (*Store, *atEval) {
 	tb.Helper()
-	ev := &atEval{rueidisEval: rueidisEval{c: c, lua: rueidis.NewLuaScript(testClockLua + checkLua)}}
+	return clockStore(tb, &rueidisEval{c: c, lua: rueidis.NewLuaScript(testClockLua + checkLua)})
+}
+
+func clockStore(tb testing.TB, inner evaluator) (*Store, *atEval) {
+	tb.Helper()
+	ev := &atEval{evaluator: inner}
 	s, err := newStore(ev, nil)
 	if err != nil {
 		tb.Fatal(err)
@@ -277,6 +284,18 @@ func TestDifferential(t *testing.T) {
 	}
 	if keys := do(t, srv, "DBSIZE"); keys == "0" {
 		t.Fatal("the sequences wrote nothing")
+	}
+}
+
+// TestDifferentialGoRedis runs sequences through the go-redis evaluator.
+func TestDifferentialGoRedis(t *testing.T) {
+	srv := testredis.Start(t)
+	c := newClient(t, srv.Addr)
+	gc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = gc.Close() })
+	s, ev := clockStore(t, &goRedisEval{c: gc, s: redis.NewScript(testClockLua + checkLua)})
+	for seed := range uint64(40) {
+		runDifferential(t, c, s, ev, 1000+seed, 30)
 	}
 }
 

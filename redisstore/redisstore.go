@@ -73,7 +73,9 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 // *redis.Client, a failover (Sentinel) client, a *redis.ClusterClient or a
 // *redis.Ring (all keys of one check share a hash tag, so they stay on one
 // node). It behaves as New; the script runs with EVALSHA, and EVAL when
-// Redis answers NOSCRIPT.
+// Redis answers NOSCRIPT. go-redis applies context deadlines only when the
+// client was created with ContextTimeoutEnabled: true; set it so a caller's
+// deadline bounds a check.
 func NewGoRedis(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("redisstore: %w: client must not be nil", ratewarden.ErrInvalidConfig)

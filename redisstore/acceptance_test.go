@@ -1,0 +1,554 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/testredis"
+)
+
+const (
+	replicas   = 4
+	goroutines = 32
+	attempts   = 5 // per goroutine: 640 attempts for a limit of 100
+)
+
+// hammer makes every goroutine of every limiter try Allow attempts times
+// on key, and returns how many were admitted.
+func hammer(t *testing.T, lims []*ratewarden.Limiter, key string, lim ratewarden.Limit) int64 {
+	t.Helper()
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, len(lims)*goroutines)
+	for _, l := range lims {
+		for range goroutines {
+			wg.Go(func() {
+				for range attempts {
+					r, err := l.Allow(bg, key, lim)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if r.Allowed {
+						admitted.Add(1)
+					} else if r.RetryAfter <= 0 || r.Remaining != 0 {
+						errs <- fmt.Errorf("denied with RetryAfter %v, Remaining %d", r.RetryAfter, r.Remaining)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return admitted.Load()
+}
+
+func limiter(tb testing.TB, s ratewarden.Store) *ratewarden.Limiter {
+	tb.Helper()
+	l, err := ratewarden.New(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return l
+}
+
+// TestAcceptance_ExactAcrossReplicas: 4 limiters, each with its own client,
+// × 32 goroutines on one key admit exactly the limit.
+func TestAcceptance_ExactAcrossReplicas(t *testing.T) {
+	srv := testredis.Start(t)
+	var lims, goLims []*ratewarden.Limiter
+	for range replicas {
+		lims = append(lims, limiter(t, openStore(t, srv.Addr)))
+		goLims = append(goLims, limiter(t, openGoRedisStore(t, srv.Addr)))
+	}
+	for _, tc := range []struct {
+		name string
+		lims []*ratewarden.Limiter
+		lim  ratewarden.Limit
+	}{
+		{"fixed_window", lims, ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 100, Period: time.Minute}},
+		// On a fresh key within one window the weighted estimate is exact
+		// (no previous window to weigh).
+		{"sliding_window", lims, ratewarden.PerMinute(100)},
+		// A bucket of 100 refilling one token per 864 s: no refill during
+		// the test.
+		{"token_bucket", lims, ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 100, Period: 24 * time.Hour, Burst: 100}},
+		{"sliding_log", lims, ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 100, Period: time.Minute}},
+		{"fixed_window_go_redis", goLims, ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 100, Period: time.Minute}},
+		{"sliding_log_go_redis", goLims, ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 100, Period: time.Minute}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			P := tc.lim.Period.Microseconds()
+			windowed := tc.lim.Algorithm == ratewarden.FixedWindow || tc.lim.Algorithm == ratewarden.SlidingWindow
+			// Windows are epoch-aligned on Redis' clock: a run that
+			// straddles a boundary proves nothing, so it is repeated on a
+			// fresh key (a run takes far less than a window).
+			for try := range 3 {
+				key := fmt.Sprintf("exact:%s:%d", tc.name, try)
+				t0 := redisTime(t, srv)
+				got := hammer(t, tc.lims, key, tc.lim)
+				t1 := redisTime(t, srv)
+				if windowed && t0/P != t1/P {
+					t.Logf("run %d straddled a window boundary; again on a fresh key", try)
+					continue
+				}
+				if time.Duration(t1-t0)*time.Microsecond > 30*time.Second {
+					t.Fatalf("run took %v: too slow to be conclusive", time.Duration(t1-t0)*time.Microsecond)
+				}
+				if got != tc.lim.Rate {
+					t.Fatalf("admitted %d of %d attempts, want exactly %d", got, replicas*goroutines*attempts, tc.lim.Rate)
+				}
+				return
+			}
+			t.Fatal("every run straddled a window boundary")
+		})
+	}
+}
+
+// TestAcceptance_OneClockRedisTime: the store keeps no clock of its own;
+// decisions, RetryAfter and ResetAfter come from Redis TIME. Two replicas
+// whose local clocks disagree by 10 s (+5 s and −5 s) see one window end.
+func TestAcceptance_OneClockRedisTime(t *testing.T) {
+	srv := testredis.Start(t)
+	a, b := openStore(t, srv.Addr), openStore(t, srv.Addr)
+	skewA, skewB := 5*time.Second, -5*time.Second
+	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 3, Period: time.Minute}
+	P := lim.Period.Microseconds()
+	req := &ratewarden.Request{Key: "clock", Limits: []ratewarden.Limit{lim}, Cost: 1}
+	res := make([]ratewarden.Result, 1)
+	for try := range 3 {
+		req.Key = "clock" + strconv.Itoa(try)
+		var ends []int64
+		admitted := 0
+		t0 := redisTime(t, srv)
+		for i := range 6 {
+			s, skew := a, skewA
+			if i%2 == 1 {
+				s, skew = b, skewB
+			}
+			local := time.Now().Add(skew) // what this replica believes; never consulted
+			tr0 := redisTime(t, srv)
+			now, err := s.check(bg, req, res)
+			tr1 := redisTime(t, srv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if now < tr0 || now > tr1 {
+				t.Fatalf("script decided at %d, outside Redis TIME [%d, %d]", now, tr0, tr1)
+			}
+			end := now - now%P + P
+			if got := res[0].ResetAfter.Microseconds(); got != end-now {
+				t.Fatalf("ResetAfter %dµs, want window end − Redis now = %dµs", got, end-now)
+			}
+			if !res[0].Allowed && res[0].RetryAfter.Microseconds() != end-now {
+				t.Fatalf("RetryAfter %v, want %dµs", res[0].RetryAfter, end-now)
+			}
+			// The local clock is off by skew; the reported instant is not.
+			if d := local.Add(res[0].ResetAfter).Sub(time.UnixMicro(end)); d < skew-time.Second || d > skew+time.Second {
+				t.Fatalf("local reading is off by %v, expected about the skew %v", d, skew)
+			}
+			ends = append(ends, now+res[0].ResetAfter.Microseconds())
+			if res[0].Allowed {
+				admitted++
+			}
+		}
+		if redisTime(t, srv)/P != t0/P {
+			t.Logf("run %d straddled a window boundary; again", try)
+			continue
+		}
+		for _, e := range ends {
+			if e != ends[0] {
+				t.Fatalf("replicas see different window ends: %v", ends)
+			}
+		}
+		if admitted != 3 {
+			t.Fatalf("admitted %d, want 3", admitted)
+		}
+		return
+	}
+	t.Fatal("every run straddled a window boundary")
+}
+
+// TestAcceptance_TTLAudit exercises every algorithm through every path and
+// then checks that every key in Redis expires within its algorithm's bound.
+func TestAcceptance_TTLAudit(t *testing.T) {
+	srv := testredis.Start(t)
+	s := openStore(t, srv.Addr)
+	l := limiter(t, s)
+	limits := []ratewarden.Limit{
+		{Algorithm: ratewarden.FixedWindow, Rate: 3, Period: 2 * time.Second},
+		{Algorithm: ratewarden.SlidingWindow, Rate: 3, Period: 3 * time.Second},
+		{Algorithm: ratewarden.TokenBucket, Rate: 2, Period: 1001 * time.Millisecond, Burst: 3},
+		{Algorithm: ratewarden.SlidingLog, Rate: 3, Period: 4 * time.Second},
+		{Algorithm: ratewarden.FixedWindow, Rate: 50, Period: time.Hour},
+		{Algorithm: ratewarden.TokenBucket, Rate: 7, Period: 24 * time.Hour},
+	}
+	owner := map[string]ratewarden.Limit{}
+	for i, lim := range limits {
+		key := "audit:" + strconv.Itoa(i)
+		owner[s.Key(key, lim)] = lim
+		must := func(_ any, err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(l.Peek(bg, key, lim))     // peek on nothing
+		must(l.AllowN(bg, key, lim, 0)) // cost 0 on nothing
+		for range lim.Capacity() + 1 {  // allow, then deny
+			must(l.Allow(bg, key, lim))
+		}
+		must(l.Peek(bg, key, lim))
+		must(l.AllowN(bg, key, lim, 0))
+		// Multi-limit, admitted and then rejected by the small limit.
+		other := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 1000, Period: 90 * time.Second}
+		if other.Scope() == lim.Scope() {
+			t.Fatal("test limits collide")
+		}
+		multi := "audit-multi:" + strconv.Itoa(i)
+		owner[s.Key(multi, lim)], owner[s.Key(multi, other)] = lim, other
+		for range lim.Capacity() + 1 {
+			must(l.AllowAll(bg, multi, 1, lim, other))
+		}
+		// Reset, then write again.
+		if err := l.Reset(bg, key, lim); err != nil {
+			t.Fatal(err)
+		}
+		must(l.Allow(bg, key, lim))
+		resetOnly := "audit-reset:" + strconv.Itoa(i)
+		must(l.Allow(bg, resetOnly, lim))
+		if err := l.Reset(bg, resetOnly, lim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := scanAll(t, srv)
+	if len(keys) != 3*len(limits) {
+		t.Fatalf("%d keys, want %d: %q", len(keys), 3*len(limits), keys)
+	}
+	for _, k := range keys {
+		lim, ok := owner[k]
+		if !ok {
+			t.Fatalf("unexpected key %q", k)
+		}
+		pttl, err := strconv.ParseInt(do(t, srv, "PTTL", k), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bound := ttlBound(lim); pttl <= 0 || pttl > bound {
+			t.Errorf("%s: PTTL %d ms, want in (0, %d]", k, pttl, bound)
+		}
+	}
+}
+
+// ttlBound is the documented bound on a key's PTTL, in ms.
+func ttlBound(l ratewarden.Limit) int64 {
+	P := l.Period.Milliseconds()
+	switch l.Algorithm {
+	case ratewarden.FixedWindow:
+		return P
+	case ratewarden.SlidingWindow:
+		return 2 * P
+	case ratewarden.TokenBucket:
+		drain := (l.Capacity()*l.Period.Microseconds() + l.Rate - 1) / l.Rate // µs, rounded up
+		return (drain+999)/1000 + 1
+	default:
+		return P + 1
+	}
+}
+
+func scanAll(t *testing.T, srv *testredis.Server) []string {
+	t.Helper()
+	var keys []string
+	cursor := "0"
+	for range 1000 {
+		parts := strings.Split(do(t, srv, "SCAN", cursor, "COUNT", "1000"), "\n")
+		cursor = parts[0]
+		for _, k := range parts[1:] {
+			if k != "" {
+				keys = append(keys, k)
+			}
+		}
+		if cursor == "0" {
+			return keys
+		}
+	}
+	t.Fatal("SCAN did not finish")
+	return nil
+}
+
+// TestAcceptance_ScriptFlushAndRestart: SCRIPT FLUSH under concurrent
+// traffic costs callers nothing (EVAL takes over on NOSCRIPT); after a
+// restart errors last only while the server is down.
+func TestAcceptance_ScriptFlushAndRestart(t *testing.T) {
+	srv := testredis.Start(t)
+	lims := []*ratewarden.Limiter{limiter(t, openStore(t, srv.Addr)), limiter(t, openStore(t, srv.Addr)), limiter(t, openGoRedisStore(t, srv.Addr))}
+	lim := ratewarden.PerSecond(ratewarden.MaxRate)
+
+	evalBefore := commandStats(t, srv)["eval"]
+	var calls, failures atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 12 {
+		l := lims[i%len(lims)]
+		wg.Go(func() {
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				calls.Add(1)
+				if _, err := l.Allow(bg, "flush:"+strconv.Itoa(j%7), lim); err != nil {
+					failures.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+	for range 25 {
+		time.Sleep(20 * time.Millisecond)
+		do(t, srv, "SCRIPT", "FLUSH")
+	}
+	close(stop)
+	wg.Wait()
+	if n := failures.Load(); n != 0 {
+		t.Fatalf("%d of %d calls failed across SCRIPT FLUSH; first: %v", n, calls.Load(), firstErr.Load())
+	}
+	if commandStats(t, srv)["eval"] == evalBefore {
+		t.Fatal("no EVAL fallback happened: the flushes did not hit traffic")
+	}
+	t.Logf("%d calls, 25 flushes, no errors", calls.Load())
+
+	// Restart: while the server is down, errors wrap ErrStoreUnavailable;
+	// once it is back (empty, scripts gone), calls succeed after at most
+	// the reconnect, then never fail.
+	srv.Kill()
+	for _, l := range lims {
+		if _, err := l.Allow(bg, "restart", lim); !errors.Is(err, ratewarden.ErrStoreUnavailable) {
+			t.Fatalf("server down: %v, want ErrStoreUnavailable", err)
+		}
+	}
+	srv.Restart(t)
+	for i, l := range lims {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := l.Allow(bg, "restart", lim)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("limiter %d: still failing 10s after restart: %v", i, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for range 100 {
+			if _, err := l.Allow(bg, "restart", lim); err != nil {
+				t.Fatalf("limiter %d: failed after recovering: %v", i, err)
+			}
+		}
+	}
+}
+
+// TestAcceptance_MultiLimitAllOrNothing: a per-second and a per-hour limit
+// on one key, checked in one script call; a check rejected by either
+// consumes nothing from the other.
+func TestAcceptance_MultiLimitAllOrNothing(t *testing.T) {
+	srv := testredis.Start(t)
+	s := openStore(t, srv.Addr)
+	l := limiter(t, s)
+	// 5 tokens, one more per second: a drained bucket stays short of 5
+	// for 5 s, far longer than this test.
+	perSecond := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: time.Second, Burst: 5}
+	perHour := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 20, Period: time.Hour}
+	if _, err := l.AllowAll(bg, "warm-up", 1, perSecond, perHour); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	allowAll := func(key string, n int64) ratewarden.Decision {
+		t.Helper()
+		before := scriptCalls(t, srv)
+		d, err := l.AllowAll(bg, key, n, perSecond, perHour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if calls := scriptCalls(t, srv) - before; calls != 1 {
+			t.Fatalf("AllowAll made %d script calls, want 1", calls)
+		}
+		return d
+	}
+	dump := func(key string, lim ratewarden.Limit) string { return do(t, srv, "DUMP", s.Key(key, lim)) }
+
+	// Rejected by the per-second limit: the per-hour log is untouched.
+	if d := allowAll("a", 5); !d.Allowed || d.Results[1].Remaining != 15 {
+		t.Fatalf("first: %+v", d)
+	}
+	hour := dump("a", perHour)
+	d := allowAll("a", 5)
+	if d.Allowed || d.Results[0].Allowed || !d.Results[1].Allowed || d.Results[1].Remaining != 15 {
+		t.Fatalf("second: %+v; want denied by the per-second limit only, per-hour remaining 15", d)
+	}
+	if d.Binding().Limit != perSecond || d.Binding().RetryAfter <= 0 {
+		t.Fatalf("binding: %+v", d.Binding())
+	}
+	if dump("a", perHour) != hour {
+		t.Fatal("the rejected check changed the per-hour state")
+	}
+	if p, err := l.Peek(bg, "a", perHour); err != nil || p.Remaining != 15 {
+		t.Fatalf("per-hour after rejection: %+v, %v; want 15 remaining", p, err)
+	}
+
+	// Rejected by the per-hour limit: the per-second bucket is untouched.
+	tight := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 3, Period: time.Hour}
+	if d, err := l.AllowAll(bg, "b", 3, perSecond, tight); err != nil || !d.Allowed {
+		t.Fatalf("b first: %+v, %v", d, err)
+	}
+	sec := dump("b", perSecond)
+	before := scriptCalls(t, srv)
+	d, err := l.AllowAll(bg, "b", 1, perSecond, tight)
+	if err != nil || d.Allowed || !d.Results[0].Allowed || d.Results[1].Allowed || d.Results[1].RetryAfter <= 59*time.Minute {
+		t.Fatalf("b second: %+v, %v; want denied by the per-hour limit only", d, err)
+	}
+	if calls := scriptCalls(t, srv) - before; calls != 1 {
+		t.Fatalf("AllowAll made %d script calls, want 1", calls)
+	}
+	if dump("b", perSecond) != sec {
+		t.Fatal("the rejected check changed the per-second state")
+	}
+}
+
+// TestAcceptance_RejectedAndPeekConsumeNothing: denials, peeks and cost-0
+// checks leave the stored state (value and expiry) byte for byte as it was;
+// Reset clears only the key and limits it names.
+func TestAcceptance_RejectedAndPeekConsumeNothing(t *testing.T) {
+	srv := testredis.Start(t)
+	s := openStore(t, srv.Addr)
+	l := limiter(t, s)
+	for _, lim := range []ratewarden.Limit{
+		{Algorithm: ratewarden.FixedWindow, Rate: 4, Period: time.Hour},
+		{Algorithm: ratewarden.SlidingWindow, Rate: 4, Period: time.Hour},
+		{Algorithm: ratewarden.TokenBucket, Rate: 4, Period: time.Hour},
+		{Algorithm: ratewarden.SlidingLog, Rate: 4, Period: time.Hour},
+	} {
+		t.Run(lim.Algorithm.String(), func(t *testing.T) {
+			key := "still:" + lim.Algorithm.String()
+			rk := s.Key(key, lim)
+			snapshot := func() string {
+				return do(t, srv, "DUMP", rk) + "|" + do(t, srv, "PEXPIRETIME", rk)
+			}
+			unchanged := func(what string, f func() (ratewarden.Result, error), allowed bool) {
+				t.Helper()
+				before := snapshot()
+				r, err := f()
+				if err != nil || r.Allowed != allowed {
+					t.Fatalf("%s: %+v, %v; want Allowed %v", what, r, err, allowed)
+				}
+				if after := snapshot(); after != before {
+					t.Fatalf("%s changed the state:\n%q\n%q", what, before, after)
+				}
+			}
+			if _, err := l.AllowN(bg, key, lim, 2); err != nil {
+				t.Fatal(err)
+			}
+			unchanged("peek", func() (ratewarden.Result, error) { return l.Peek(bg, key, lim) }, true)
+			unchanged("cost 0", func() (ratewarden.Result, error) { return l.AllowN(bg, key, lim, 0) }, true)
+			unchanged("denied cost 3", func() (ratewarden.Result, error) { return l.AllowN(bg, key, lim, 3) }, false)
+			if r, err := l.AllowN(bg, key, lim, 2); err != nil || !r.Allowed || r.Remaining != 0 {
+				t.Fatalf("the last 2: %+v, %v", r, err)
+			}
+			unchanged("denied", func() (ratewarden.Result, error) { return l.Allow(bg, key, lim) }, false)
+			unchanged("peek when full", func() (ratewarden.Result, error) { return l.Peek(bg, key, lim) }, false)
+		})
+	}
+
+	// Reset clears only that key under that limit.
+	a := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 2, Period: time.Hour}
+	b := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 2, Period: time.Hour}
+	for _, k := range []string{"r1", "r2"} {
+		if d, err := l.AllowAll(bg, k, 2, a, b); err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+	}
+	if err := l.Reset(bg, "r1", a); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		key    string
+		lim    ratewarden.Limit
+		exists string
+	}{{"r1", a, "0"}, {"r1", b, "1"}, {"r2", a, "1"}, {"r2", b, "1"}} {
+		if got := do(t, srv, "EXISTS", s.Key(c.key, c.lim)); got != c.exists {
+			t.Errorf("after Reset(r1, %v): EXISTS %s = %s, want %s", a, s.Key(c.key, c.lim), got, c.exists)
+		}
+	}
+	if r, err := l.Allow(bg, "r1", a); err != nil || !r.Allowed || r.Remaining != 1 {
+		t.Errorf("r1 after reset: %+v, %v; want a full allowance", r, err)
+	}
+	if r, err := l.Allow(bg, "r2", a); err != nil || r.Allowed {
+		t.Errorf("r2 must still be exhausted: %+v, %v", r, err)
+	}
+}
+
+// TestAcceptance_BadInputMakesNoRedisCall: bad input through the Limiter
+// gets an error naming the field and never reaches Redis.
+func TestAcceptance_BadInputMakesNoRedisCall(t *testing.T) {
+	srv := testredis.Start(t)
+	for name, s := range map[string]*Store{"rueidis": openStore(t, srv.Addr), "go-redis": openGoRedisStore(t, srv.Addr)} {
+		l := limiter(t, s)
+		ok := ratewarden.PerMinute(10)
+		before := commandStats(t, srv)
+		for _, tc := range []struct {
+			name  string
+			call  func() error
+			want  error
+			field string
+		}{
+			{"rate 0", func() error { _, err := l.Allow(bg, "k", ratewarden.PerSecond(0)); return err }, ratewarden.ErrInvalidLimit, "rate"},
+			{"negative rate", func() error { _, err := l.Allow(bg, "k", ratewarden.PerSecond(-3)); return err }, ratewarden.ErrInvalidLimit, "rate"},
+			{"sub-ms period", func() error {
+				_, err := l.Allow(bg, "k", ratewarden.Limit{Rate: 1, Period: 1500 * time.Microsecond})
+				return err
+			}, ratewarden.ErrInvalidLimit, "period"},
+			{"negative burst", func() error {
+				_, err := l.Allow(bg, "k", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: time.Second, Burst: -1})
+				return err
+			}, ratewarden.ErrInvalidLimit, "burst"},
+			{"negative cost", func() error { _, err := l.AllowN(bg, "k", ok, -1); return err }, ratewarden.ErrInvalidCost, "cost"},
+			{"cost over capacity", func() error { _, err := l.AllowN(bg, "k", ok, 11); return err }, ratewarden.ErrInvalidCost, "cost"},
+			{"unknown algorithm", func() error {
+				_, err := l.Allow(bg, "k", ratewarden.Limit{Algorithm: 9, Rate: 1, Period: time.Second})
+				return err
+			}, ratewarden.ErrInvalidLimit, "algorithm"},
+			{"empty key", func() error { _, err := l.Allow(bg, "", ok); return err }, ratewarden.ErrInvalidKey, "key"},
+			{"empty key peek", func() error { _, err := l.Peek(bg, "", ok); return err }, ratewarden.ErrInvalidKey, "key"},
+			{"shared scope", func() error { _, err := l.AllowAll(bg, "k", 1, ok, ratewarden.PerMinute(5)); return err }, ratewarden.ErrInvalidLimit, "scope"},
+			{"multi cost", func() error { _, err := l.AllowAll(bg, "k", 6, ok, ratewarden.PerHour(5)); return err }, ratewarden.ErrInvalidCost, "cost"},
+			{"reset empty key", func() error { return l.Reset(bg, "", ok) }, ratewarden.ErrInvalidKey, "key"},
+			{"reset no limits", func() error { return l.Reset(bg, "k") }, ratewarden.ErrInvalidLimit, "limits"},
+		} {
+			err := tc.call()
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("%s: %s: %v; want %v naming %q", name, tc.name, err, tc.want, tc.field)
+			}
+		}
+		after := commandStats(t, srv)
+		for cmd, n := range after {
+			if cmd == "info" {
+				continue
+			}
+			if d := n - before[cmd]; d != 0 {
+				t.Errorf("%s: bad input made %d %s call(s)", name, d, strings.ToUpper(cmd))
+			}
+		}
+	}
+}

@@ -1,0 +1,216 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/testredis"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	srv := testredis.Start(t)
+	c := newClient(t, srv.Addr)
+	for _, tc := range []struct {
+		name string
+		make func() (*Store, error)
+		want string
+	}{
+		{"nil rueidis client", func() (*Store, error) { return New(nil) }, "client"},
+		{"nil go-redis client", func() (*Store, error) { return NewGoRedis(nil) }, "client"},
+		{"open brace", func() (*Store, error) { return New(c, WithPrefix("rw{")) }, "prefix"},
+		{"close brace", func() (*Store, error) { return New(c, WithPrefix("}")) }, "prefix"},
+		{"nil option", func() (*Store, error) { return New(c, nil) }, "Option"},
+	} {
+		s, err := tc.make()
+		if s != nil || !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "redisstore: ") {
+			t.Errorf("%s: %v, %v; want ErrInvalidConfig naming %q", tc.name, s, err, tc.want)
+		}
+	}
+	if _, err := New(c, WithPrefix("")); err != nil {
+		t.Errorf("empty prefix: %v", err)
+	}
+}
+
+func TestKeyFormat(t *testing.T) {
+	srv := testredis.Start(t)
+	s := openStore(t, srv.Addr, WithPrefix("app:"))
+	lim := ratewarden.PerMinute(10)
+	long := strings.Repeat("k", MaxKeyLen)
+	huge := strings.Repeat("x", 10<<10)
+	for _, tc := range []struct {
+		key    string
+		hashed bool
+	}{
+		{"user:42", false},
+		{"\x00\xff\r\n binary", false},
+		{long, false},
+		{long + "k", true},
+		{huge, true},
+		{"{}", true},
+		{"a{b", true},
+		{"a}b", true},
+		{"}{", true},
+		{"#tag", true},
+		{"a#b", false},
+	} {
+		k := s.Key(tc.key, lim)
+		tag, ok := strings.CutPrefix(k, "app:{")
+		if !ok {
+			t.Fatalf("Key(%.20q) = %.60q: no prefix", tc.key, k)
+		}
+		tag, scope, ok := strings.Cut(tag, "}:")
+		if !ok || scope != lim.Scope() || strings.ContainsAny(tag, "{}") || strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 {
+			t.Fatalf("Key(%.20q) = %.60q: the hash tag is broken", tc.key, k)
+		}
+		if tc.hashed {
+			if len(tag) != 33 || tag[0] != '#' || strings.Trim(tag[1:], "0123456789abcdef") != "" {
+				t.Errorf("Key(%.20q): tag %q, want # and 32 hex digits", tc.key, tag)
+			}
+		} else if tag != tc.key {
+			t.Errorf("Key(%.20q): tag %.40q, want the key itself", tc.key, tag)
+		}
+		// The key works end to end, and the state lands under that name.
+		res := make([]ratewarden.Result, 1)
+		if err := s.Check(bg, &ratewarden.Request{Key: tc.key, Limits: []ratewarden.Limit{lim}, Cost: 1}, res); err != nil || !res[0].Allowed {
+			t.Fatalf("Check(%.20q): %+v, %v", tc.key, res[0], err)
+		}
+		if got := do(t, srv, "EXISTS", k); got != "1" {
+			t.Errorf("after Check(%.20q), EXISTS %.60q = %s", tc.key, k, got)
+		}
+	}
+	// Hashing is deterministic and tells keys apart.
+	if s.Key("a{b", lim) != s.Key("a{b", lim) || s.Key("a{b", lim) == s.Key("a{c", lim) {
+		t.Error("hashed tags must be deterministic and distinct")
+	}
+	if got := do(t, srv, "DBSIZE"); got != "11" {
+		t.Errorf("DBSIZE = %s, want 11 (one key per caller key)", got)
+	}
+}
+
+func FuzzKey(f *testing.F) {
+	for _, k := range []string{"user:1", "{", "}", "{}", "#", "#a", "\x00", strings.Repeat("z", 300)} {
+		f.Add(k)
+	}
+	s, err := newStore(nil, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	lim := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 5, Period: time.Second}
+	f.Fuzz(func(t *testing.T, key string) {
+		k := s.Key(key, lim)
+		rest, ok := strings.CutPrefix(k, DefaultPrefix+"{")
+		if !ok {
+			t.Fatalf("%q: no prefix", k)
+		}
+		tag, scope, ok := strings.Cut(rest, "}:")
+		if !ok || scope != lim.Scope() || strings.ContainsAny(tag, "{}") || tag == "" {
+			t.Fatalf("%q: broken tag", k)
+		}
+		if len(tag) > MaxKeyLen {
+			t.Fatalf("%q: tag longer than %d", k, MaxKeyLen)
+		}
+		if tag != key && (len(tag) != 33 || tag[0] != '#') {
+			t.Fatalf("%q: a changed tag must be a hash", k)
+		}
+	})
+}
+
+func TestCheckValidatesBeforeRedis(t *testing.T) {
+	srv := testredis.Start(t)
+	s := openStore(t, srv.Addr)
+	res := make([]ratewarden.Result, 2)
+	before := scriptCalls(t, srv)
+	for _, tc := range []struct {
+		req  ratewarden.Request
+		want error
+	}{
+		{ratewarden.Request{Key: "", Limits: []ratewarden.Limit{ratewarden.PerSecond(1)}, Cost: 1}, ratewarden.ErrInvalidKey},
+		{ratewarden.Request{Key: "k", Cost: 1}, ratewarden.ErrInvalidLimit},
+		{ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{{Rate: 1}}, Cost: 1}, ratewarden.ErrInvalidLimit},
+		{ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{ratewarden.PerSecond(1)}, Cost: 2}, ratewarden.ErrInvalidCost},
+		{ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{ratewarden.PerSecond(1), ratewarden.PerSecond(2)}, Cost: 1}, ratewarden.ErrInvalidLimit},
+	} {
+		if err := s.Check(bg, &tc.req, res[:len(tc.req.Limits)]); !errors.Is(err, tc.want) || !strings.HasPrefix(err.Error(), "redisstore: ") {
+			t.Errorf("%+v: %v, want %v", tc.req, err, tc.want)
+		}
+	}
+	if err := s.Check(bg, &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{ratewarden.PerSecond(1)}, Cost: 1}, nil); !errors.Is(err, ratewarden.ErrInvalidConfig) {
+		t.Errorf("short res: %v", err)
+	}
+	if err := s.Reset(bg, "k"); !errors.Is(err, ratewarden.ErrInvalidLimit) {
+		t.Errorf("Reset without limits: %v", err)
+	}
+	if d := scriptCalls(t, srv) - before; d != 0 {
+		t.Errorf("bad input made %d script calls", d)
+	}
+}
+
+func TestContextErrors(t *testing.T) {
+	srv := testredis.Start(t)
+	for name, s := range map[string]*Store{"rueidis": openStore(t, srv.Addr), "go-redis": openGoRedisStore(t, srv.Addr)} {
+		req := &ratewarden.Request{Key: "ctx", Limits: []ratewarden.Limit{ratewarden.PerSecond(5)}, Cost: 1}
+		res := make([]ratewarden.Result, 1)
+		ctx, cancel := context.WithCancel(bg)
+		cancel()
+		err := s.Check(ctx, req, res)
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, ratewarden.ErrStoreUnavailable) {
+			t.Errorf("%s: canceled: %v; want both context.Canceled and ErrStoreUnavailable", name, err)
+		}
+		if err := s.Reset(ctx, "ctx", ratewarden.PerSecond(5)); !errors.Is(err, context.Canceled) || !errors.Is(err, ratewarden.ErrStoreUnavailable) {
+			t.Errorf("%s: Reset canceled: %v", name, err)
+		}
+		// A deadline that runs out while Redis is stalled (CLIENT PAUSE).
+		if err := s.Check(bg, req, res); err != nil {
+			t.Fatalf("%s: warm-up: %v", name, err)
+		}
+		do(t, srv, "CLIENT", "PAUSE", "400", "ALL")
+		ctx, cancel = context.WithTimeout(bg, 50*time.Millisecond)
+		err = s.Check(ctx, req, res)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ratewarden.ErrStoreUnavailable) || !strings.HasPrefix(err.Error(), "redisstore: eval") {
+			t.Errorf("%s: stalled: %v; want both context.DeadlineExceeded and ErrStoreUnavailable", name, err)
+		}
+		do(t, srv, "CLIENT", "UNPAUSE")
+	}
+}
+
+func TestRedisErrorsAreUnavailable(t *testing.T) {
+	srv := testredis.Start(t)
+	for name, s := range map[string]*Store{"rueidis": openStore(t, srv.Addr), "go-redis": openGoRedisStore(t, srv.Addr)} {
+		lim := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 3, Period: time.Second}
+		do(t, srv, "SET", s.Key("wrong", lim), "not a sorted set")
+		res := make([]ratewarden.Result, 1)
+		err := s.Check(bg, &ratewarden.Request{Key: "wrong", Limits: []ratewarden.Limit{lim}, Cost: 1}, res)
+		if !errors.Is(err, ratewarden.ErrStoreUnavailable) || !strings.Contains(err.Error(), "WRONGTYPE") || !strings.Contains(err.Error(), "redisstore: eval sliding_log:1s") {
+			t.Errorf("%s: wrong type: %v", name, err)
+		}
+	}
+	s := openStore(t, srv.Addr)
+	g := openGoRedisStore(t, srv.Addr)
+	srv.Kill()
+	for name, s := range map[string]*Store{"rueidis": s, "go-redis": g} {
+		res := make([]ratewarden.Result, 1)
+		if err := s.Check(bg, &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{ratewarden.PerSecond(1)}, Cost: 1}, res); !errors.Is(err, ratewarden.ErrStoreUnavailable) {
+			t.Errorf("%s: Check on a dead server: %v", name, err)
+		}
+		if err := s.Reset(bg, "k", ratewarden.PerSecond(1)); !errors.Is(err, ratewarden.ErrStoreUnavailable) || !strings.HasPrefix(err.Error(), "redisstore: reset: ") {
+			t.Errorf("%s: Reset on a dead server: %v", name, err)
+		}
+	}
+}
+
+func openGoRedisStore(tb testing.TB, addr string) *Store {
+	tb.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	tb.Cleanup(func() { _ = c.Close() })
+	s, err := NewGoRedis(c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
