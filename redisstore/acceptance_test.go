@@ -204,7 +204,7 @@ func TestAcceptance_TTLAudit(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		must(l.Peek(bg, key, lim))     // peek on nothing
+		must(l.Peek(bg, key, lim))      // peek on nothing
 		must(l.AllowN(bg, key, lim, 0)) // cost 0 on nothing
 		for range lim.Capacity() + 1 {  // allow, then deny
 			must(l.Allow(bg, key, lim))
