@@ -1,0 +1,177 @@
+// Package backend builds the stores the service decides on: the in-memory
+// store for a single node, or Redis (standalone, Sentinel or Cluster URL)
+// behind one fallback decorator per failure policy.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
+	"github.com/ratewarden/ratewarden/memstore"
+	"github.com/ratewarden/ratewarden/service/config"
+)
+
+// Memory is a single-node backend: one in-process store for every limit.
+// It has no failure modes, so every failure policy gets the same store.
+type Memory struct{ st *memstore.Store }
+
+// NewMemory returns a Memory backend.
+func NewMemory() (*Memory, error) {
+	st, err := memstore.New()
+	if err != nil {
+		return nil, err
+	}
+	return &Memory{st: st}, nil
+}
+
+// Store returns the in-memory store.
+func (m *Memory) Store(config.FailurePolicy) (ratewarden.Store, error) { return m.st, nil }
+
+// Ready is always nil: the store is in process.
+func (m *Memory) Ready(context.Context, config.FailurePolicy) error { return nil }
+
+// Breakers is nil: there is no breaker.
+func (m *Memory) Breakers() map[config.FailurePolicy]int { return nil }
+
+// Close releases the store.
+func (m *Memory) Close() error { return m.st.Close() }
+
+// Redis is a distributed backend: a rueidis client, a redisstore, and per
+// failure policy a fallback store (deadline, circuit breaker, policy) built
+// on first use.
+type Redis struct {
+	client  rueidis.Client
+	primary ratewarden.Store
+	opts    redisOptions
+
+	mu     sync.Mutex
+	stores map[config.FailurePolicy]*fallback.Store
+}
+
+type redisOptions struct {
+	timeout  time.Duration
+	replicas int
+	probe    time.Duration
+	logger   *slog.Logger
+}
+
+// Option configures a Redis backend.
+type Option func(*redisOptions)
+
+// WithTimeout bounds each Redis call (fallback's deadline); default
+// fallback.DefaultTimeout.
+func WithTimeout(d time.Duration) Option { return func(o *redisOptions) { o.timeout = d } }
+
+// WithReplicas is the number of service replicas sharing the limits, for
+// local_fallback's per-replica share; default 1.
+func WithReplicas(n int) Option { return func(o *redisOptions) { o.replicas = n } }
+
+// WithProbeInterval is how long an open breaker waits before probing Redis
+// again; default fallback.DefaultProbeInterval.
+func WithProbeInterval(d time.Duration) Option { return func(o *redisOptions) { o.probe = d } }
+
+// WithLogger sets the logger of the breakers.
+func WithLogger(l *slog.Logger) Option { return func(o *redisOptions) { o.logger = l } }
+
+// NewRedis connects to the Redis at url, in any form rueidis.ParseURL reads:
+//
+//	redis://[user:password@]host:port[/db]           standalone
+//	rediss://...                                     TLS
+//	redis://host:port?addr=host2:port2&addr=...      Cluster (several seeds)
+//	redis://host:port?master_set=name                Sentinel
+//
+// It fails when Redis cannot be reached now.
+func NewRedis(url string, opts ...Option) (*Redis, error) {
+	o := redisOptions{timeout: fallback.DefaultTimeout, replicas: 1, probe: fallback.DefaultProbeInterval, logger: slog.Default()}
+	for _, f := range opts {
+		f(&o)
+	}
+	copt, err := rueidis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: redis url: %v", ratewarden.ErrInvalidConfig, err)
+	}
+	copt.DisableCache = true // redisstore does not use client-side caching
+	client, err := rueidis.NewClient(copt)
+	if err != nil {
+		return nil, fmt.Errorf("%w: redis %s: %v", ratewarden.ErrStoreUnavailable, redactURL(url), err)
+	}
+	primary, err := newRedisStore(client)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	return &Redis{client: client, primary: primary, opts: o, stores: map[config.FailurePolicy]*fallback.Store{}}, nil
+}
+
+// Store returns the fallback store for fp, building it on first use.
+func (r *Redis) Store(fp config.FailurePolicy) (ratewarden.Store, error) {
+	return r.store(fp)
+}
+
+func (r *Redis) store(fp config.FailurePolicy) (*fallback.Store, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st := r.stores[fp]; st != nil {
+		return st, nil
+	}
+	p, err := fallback.ParsePolicy(string(fp))
+	if err != nil {
+		return nil, err
+	}
+	st, err := fallback.New(r.primary,
+		fallback.WithPolicy(p),
+		fallback.WithTimeout(r.opts.timeout),
+		fallback.WithReplicas(r.opts.replicas),
+		fallback.WithProbeInterval(r.opts.probe),
+		fallback.WithName("redis/"+string(fp)),
+		fallback.WithLogger(r.opts.logger),
+	)
+	if err != nil {
+		return nil, err
+	}
+	r.stores[fp] = st
+	return st, nil
+}
+
+// Ready reports an error while fp's breaker is open or Redis does not
+// answer PING.
+func (r *Redis) Ready(ctx context.Context, fp config.FailurePolicy) error {
+	st, err := r.store(fp)
+	if err != nil {
+		return err
+	}
+	if st.State() == fallback.StateOpen {
+		return errors.New("circuit breaker open: Redis is failing, decisions are degraded")
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := r.client.Do(ctx, r.client.B().Ping().Build()).Error(); err != nil {
+		return fmt.Errorf("redis ping: %w", err)
+	}
+	return nil
+}
+
+// Breakers reports the breaker state of every fallback store built.
+func (r *Redis) Breakers() map[config.FailurePolicy]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[config.FailurePolicy]int, len(r.stores))
+	for fp, st := range r.stores {
+		out[fp] = int(st.State())
+	}
+	return out
+}
+
+// Close closes the Redis client.
+func (r *Redis) Close() error {
+	r.client.Close()
+	return nil
+}

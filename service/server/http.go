@@ -1,0 +1,359 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/httplimit"
+	"github.com/ratewarden/ratewarden/service/config"
+)
+
+// CheckRequest is the body of POST /v1/check and /v1/peek.
+type CheckRequest struct {
+	// Key identifies who is limited (a user, an API key, an IP address).
+	Key string `json:"key"`
+	// Policy names a policy of the config; or give Limit.
+	Policy string `json:"policy,omitempty"`
+	// Limit is an inline limit in ParseLimit's grammar ("100/1m").
+	Limit string `json:"limit,omitempty"`
+	// Cost is the number of units to take; default 1, 0 reports the state.
+	Cost *int64 `json:"cost,omitempty"`
+}
+
+// ResetRequest is the body of POST /v1/reset.
+type ResetRequest struct {
+	Key    string `json:"key"`
+	Policy string `json:"policy,omitempty"`
+	Limit  string `json:"limit,omitempty"`
+}
+
+// Decision is the body of a 200 answer from /v1/check and /v1/peek.
+type Decision struct {
+	// Allowed: the request may proceed. For a shadow policy it is always
+	// true, and OverLimit tells what enforcing would have said.
+	Allowed   bool   `json:"allowed"`
+	OverLimit bool   `json:"over_limit"`
+	Key       string `json:"key"`
+	Policy    string `json:"policy,omitempty"`
+	Limit     string `json:"limit"`
+	Cost      int64  `json:"cost"`
+	Remaining int64  `json:"remaining"`
+	// RetryAfterMS and ResetAfterMS are milliseconds, rounded up.
+	RetryAfterMS int64 `json:"retry_after_ms"`
+	ResetAfterMS int64 `json:"reset_after_ms"`
+	// Source is who decided: store, or a failure policy (fail_open,
+	// fail_closed, local_fallback) when the shared store could not.
+	Source   string `json:"source"`
+	Degraded bool   `json:"degraded"`
+	Shadow   bool   `json:"shadow,omitempty"`
+}
+
+// Handler returns the HTTP handler: the /v1 API, /metrics, /healthz and
+// /readyz.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/check", s.api(func(w http.ResponseWriter, r *http.Request) { s.handleCheck(w, r, false) }))
+	mux.Handle("POST /v1/peek", s.api(func(w http.ResponseWriter, r *http.Request) { s.handleCheck(w, r, true) }))
+	mux.Handle("POST /v1/reset", s.api(s.handleReset))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := s.Ready(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "not ready: "+err.Error()+"\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	return mux
+}
+
+// api wraps a /v1 handler with the bearer token check and the body limit.
+func (s *Server) api(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.token != "" {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="ratewarden"`)
+				problem(w, http.StatusUnauthorized, "missing or wrong bearer token (Authorization: Bearer <token>)")
+				return
+			}
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
+		h(w, r)
+	})
+}
+
+func problem(w http.ResponseWriter, status int, detail string) {
+	httplimit.WriteProblem(w, httplimit.Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
+}
+
+// decodeBody reads exactly one JSON object into v, refusing unknown
+// fields. It writes the error answer itself and reports false on failure.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, extra := dec.Token(); extra != io.EOF {
+			err = errors.New("trailing data after the JSON object")
+		}
+	}
+	if err == nil {
+		return true
+	}
+	var tooBig *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &tooBig):
+		problem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
+	case errors.Is(err, io.EOF):
+		problem(w, http.StatusBadRequest, "empty body: want a JSON object")
+	case errors.As(err, &typeErr):
+		problem(w, http.StatusBadRequest, fmt.Sprintf("field %q: want %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value))
+	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
+		problem(w, http.StatusBadRequest, "invalid JSON: "+err.Error())
+	default:
+		// unknown fields ("json: unknown field \"x\""), trailing data
+		problem(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return false
+}
+
+// target is what a request limits: the store key, limit and policy.
+type target struct {
+	key    string // the store key (namespaced)
+	limit  ratewarden.Limit
+	policy string // policy name, or "inline"
+	fp     config.FailurePolicy
+	shadow bool
+}
+
+// resolve turns key + policy|limit into a target, or an error message for
+// a 400.
+func (s *Server) resolve(key, policy, limit string) (target, string) {
+	switch {
+	case key == "":
+		return target{}, `field "key" is required`
+	case policy != "" && limit != "":
+		return target{}, `give "policy" or "limit", not both`
+	case policy == "" && limit == "":
+		return target{}, `field "policy" (a configured policy name) or "limit" (e.g. "100/1m") is required`
+	}
+	sn := s.snap.Load()
+	if policy != "" {
+		p := sn.cfg.Policies[policy]
+		if p == nil {
+			return target{}, fmt.Sprintf("unknown policy %q", policy)
+		}
+		// Policies count apart from each other and from inline limits.
+		return target{
+			key:    "policy/" + url.PathEscape(policy) + "/" + key,
+			limit:  p.Limit,
+			policy: policy,
+			fp:     s.failure(sn.cfg, p.Failure),
+			shadow: p.Shadow,
+		}, ""
+	}
+	lim, err := ratewarden.ParseLimit(limit)
+	if err != nil {
+		return target{}, fmt.Sprintf("field %q: %v", "limit", err)
+	}
+	return target{key: "limit/" + key, limit: lim, policy: "inline", fp: s.failure(sn.cfg)}, ""
+}
+
+func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request, peek bool) {
+	var in CheckRequest
+	if !decodeBody(w, r, &in) {
+		return
+	}
+	t, msg := s.resolve(in.Key, in.Policy, in.Limit)
+	if msg != "" {
+		problem(w, http.StatusBadRequest, msg)
+		return
+	}
+	cost := int64(1)
+	if in.Cost != nil {
+		cost = *in.Cost
+	}
+	u := &unit{
+		req:    ratewarden.Request{Key: t.key, Limits: []ratewarden.Limit{t.limit}, Cost: cost},
+		fp:     t.fp,
+		shadow: t.shadow,
+	}
+	var err error
+	if peek {
+		err = s.run(r.Context(), u, true)
+	} else {
+		err = s.decide(r.Context(), []*unit{u})
+	}
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	res := u.res[0]
+	if !peek {
+		s.m.decision("http", "", t.policy, res, t.shadow)
+	}
+	d := Decision{
+		Allowed:      res.Allowed || t.shadow,
+		OverLimit:    !res.Allowed,
+		Key:          in.Key,
+		Policy:       in.Policy,
+		Limit:        t.limit.String(),
+		Cost:         cost,
+		Remaining:    res.Remaining,
+		RetryAfterMS: ceilMillis(res.RetryAfter),
+		ResetAfterMS: ceilMillis(res.ResetAfter),
+		Source:       res.Source.String(),
+		Degraded:     res.Degraded(),
+		Shadow:       t.shadow,
+	}
+	name := t.policy
+	if name == "inline" {
+		name = t.limit.String()
+	}
+	h := w.Header()
+	for _, kv := range rateLimitHeaders([]headerItem{{name: name, res: res}}, !d.Allowed) {
+		h.Set(kv[0], kv[1])
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+	var in ResetRequest
+	if !decodeBody(w, r, &in) {
+		return
+	}
+	t, msg := s.resolve(in.Key, in.Policy, in.Limit)
+	if msg != "" {
+		problem(w, http.StatusBadRequest, msg)
+		return
+	}
+	if err := s.reset(r.Context(), t.fp, t.key, t.limit); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	s.log.Info("reset", "policy", t.policy, "limit", t.limit.String())
+	writeJSON(w, http.StatusOK, map[string]any{"key": in.Key, "policy": in.Policy, "limit": t.limit.String(), "reset": true})
+}
+
+func (s *Server) writeError(w http.ResponseWriter, err error) {
+	var se *errStore
+	if errors.As(err, &se) {
+		s.log.Warn("store unavailable", "err", err)
+		w.Header().Set("Retry-After", "1")
+		problem(w, http.StatusServiceUnavailable, "the rate limit store could not decide: "+err.Error())
+		return
+	}
+	problem(w, http.StatusBadRequest, err.Error())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		problem(w, http.StatusInternalServerError, "encoding the answer failed")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func ceilMillis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// headerItem is one limit for the rate limit headers.
+type headerItem struct {
+	name string
+	res  ratewarden.Result
+}
+
+// rateLimitHeaders returns the headers httplimit sends too: the IETF
+// draft's RateLimit-Policy and RateLimit (one item per limit), the
+// X-RateLimit-* trio for the binding limit, and Retry-After when denied.
+// Names are lower case, as HTTP/2 (and Envoy) want them.
+func rateLimitHeaders(items []headerItem, denied bool) [][2]string {
+	if len(items) == 0 {
+		return nil
+	}
+	var pol, cur strings.Builder
+	d := ratewarden.Decision{Allowed: !denied}
+	for i, it := range items {
+		if i > 0 {
+			pol.WriteString(", ")
+			cur.WriteString(", ")
+		}
+		q := sfString(it.name)
+		fmt.Fprintf(&pol, "%s;q=%d;w=%d", q, it.res.Limit.Capacity(), ceilSeconds(it.res.Limit.Period))
+		fmt.Fprintf(&cur, "%s;r=%d;t=%d", q, it.res.Remaining, ceilSeconds(it.res.ResetAfter))
+		d.Results = append(d.Results, it.res)
+	}
+	b := d.Binding()
+	out := [][2]string{
+		{"ratelimit-policy", pol.String()},
+		{"ratelimit", cur.String()},
+		{"x-ratelimit-limit", strconv.FormatInt(b.Limit.Capacity(), 10)},
+		{"x-ratelimit-remaining", strconv.FormatInt(b.Remaining, 10)},
+		{"x-ratelimit-reset", strconv.FormatInt(ceilSeconds(b.ResetAfter), 10)},
+	}
+	if denied {
+		out = append(out, [2]string{"retry-after", strconv.FormatInt(max(ceilSeconds(b.RetryAfter), 1), 10)})
+	}
+	return out
+}
+
+// sfString formats s as a Structured Field String, replacing what it
+// cannot hold (non-printable or non-ASCII bytes) with '?'.
+func sfString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e:
+			b.WriteByte('?')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

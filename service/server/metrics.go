@@ -1,0 +1,82 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ratewarden/ratewarden"
+)
+
+// metrics are the server's Prometheus series. Labels name APIs, domains,
+// policies and descriptor paths from the config, never a caller's key or a
+// request's descriptor values, so cardinality is bounded by the config.
+type metrics struct {
+	decisions *prometheus.CounterVec   // api, domain, policy, outcome
+	degraded  *prometheus.CounterVec   // api, domain, policy, source
+	storeDur  *prometheus.HistogramVec // op, failure_policy
+	storeErrs *prometheus.CounterVec   // op, failure_policy
+	reloads   *prometheus.CounterVec   // result
+	configOK  prometheus.Gauge
+}
+
+func newMetrics(reg *prometheus.Registry, b Backend) *metrics {
+	m := &metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratewarden_decisions_total",
+			Help: "Decisions by API (http, grpc), Envoy domain, policy (HTTP policy name, or the Envoy rate limit name or descriptor path) and outcome (allowed, denied, shadow_denied).",
+		}, []string{"api", "domain", "policy", "outcome"}),
+		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratewarden_degraded_decisions_total",
+			Help: "Decisions made without the shared store, by the failure policy that made them (source: fail_open, fail_closed, local_fallback).",
+		}, []string{"api", "domain", "policy", "source"}),
+		storeDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratewarden_store_duration_seconds",
+			Help:    "Latency of store calls (check, peek, reset) as the server sees them, fallback included.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}, []string{"op", "failure_policy"}),
+		storeErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratewarden_store_errors_total",
+			Help: "Store calls that returned an error (the request got 503 / UNAVAILABLE).",
+		}, []string{"op", "failure_policy"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratewarden_config_reloads_total",
+			Help: "Configuration loads by result (success, failure). A failed reload keeps the configuration in force.",
+		}, []string{"result"}),
+		configOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ratewarden_config_last_reload_successful",
+			Help: "1 when the last configuration load succeeded, 0 when it failed.",
+		}),
+	}
+	reg.MustRegister(m.decisions, m.degraded, m.storeDur, m.storeErrs, m.reloads, m.configOK,
+		breakerCollector{b}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) decision(api, domain, policy string, res ratewarden.Result, shadow bool) {
+	outcome := "allowed"
+	switch {
+	case !res.Allowed && shadow:
+		outcome = "shadow_denied"
+	case !res.Allowed:
+		outcome = "denied"
+	}
+	m.decisions.WithLabelValues(api, domain, policy, outcome).Inc()
+	if res.Degraded() {
+		m.degraded.WithLabelValues(api, domain, policy, res.Source.String()).Inc()
+	}
+}
+
+var breakerDesc = prometheus.NewDesc("ratewarden_breaker_state",
+	"Circuit breaker state of the store for each failure policy: 0 closed, 1 half-open, 2 open (decisions degraded).",
+	[]string{"failure_policy"}, nil)
+
+// breakerCollector reads the breaker states at scrape time.
+type breakerCollector struct{ b Backend }
+
+func (c breakerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- breakerDesc }
+
+func (c breakerCollector) Collect(ch chan<- prometheus.Metric) {
+	for fp, st := range c.b.Breakers() {
+		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, float64(st), string(fp))
+	}
+}

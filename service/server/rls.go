@@ -1,0 +1,336 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/url"
+	"strings"
+	"time"
+
+	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/service/config"
+)
+
+// rls implements envoy.service.ratelimit.v3.RateLimitService.
+type rls struct {
+	rlspb.UnimplementedRateLimitServiceServer
+	s *Server
+}
+
+// descriptor kinds.
+const (
+	kindNone      = iota // no limit applies (no match, no rate_limit, replaced, unknown domain)
+	kindUnlimited        // rate_limit.unlimited
+	kindZero             // requests_per_unit 0: always over the limit
+	kindCounted          // counted in the store
+)
+
+// evalDesc is the evaluation of one request descriptor.
+type evalDesc struct {
+	kind    int
+	rl      *config.RateLimit // the limit reported as current_limit
+	mult    uint32            // unit_multiplier of an override, else 0
+	label   string            // metrics/header name: rate limit name or descriptor path
+	shadow  bool
+	key     string
+	limit   ratewarden.Limit
+	cost    int64
+	fp      config.FailurePolicy
+	unit    *unit
+	idx     int // index of limit in unit
+}
+
+var rlsUnits = map[string]rlspb.RateLimitResponse_RateLimit_Unit{
+	"second": rlspb.RateLimitResponse_RateLimit_SECOND,
+	"minute": rlspb.RateLimitResponse_RateLimit_MINUTE,
+	"hour":   rlspb.RateLimitResponse_RateLimit_HOUR,
+	"day":    rlspb.RateLimitResponse_RateLimit_DAY,
+}
+
+var overrideUnits = map[typepb.RateLimitUnit]string{
+	typepb.RateLimitUnit_SECOND: "second",
+	typepb.RateLimitUnit_MINUTE: "minute",
+	typepb.RateLimitUnit_HOUR:   "hour",
+	typepb.RateLimitUnit_DAY:    "day",
+}
+
+func invalid(format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, format, args...)
+}
+
+// ShouldRateLimit decides a request's descriptors as envoyproxy/ratelimit
+// documents them: each descriptor walks its domain's tree, the limits that
+// match are counted, the request is OVER_LIMIT when any non-shadow one is.
+// An unknown domain, or a descriptor without a limit, is OK.
+func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	s := g.s
+	// Validate everything before any store call: bad input consumes nothing.
+	if req.GetDomain() == "" {
+		return nil, invalid("domain is required")
+	}
+	ds := req.GetDescriptors()
+	if len(ds) == 0 {
+		return nil, invalid("at least one descriptor is required")
+	}
+	if len(ds) > MaxDescriptors {
+		return nil, invalid("%d descriptors; at most %d per request", len(ds), MaxDescriptors)
+	}
+	hits := int64(req.GetHitsAddend())
+	if hits == 0 {
+		hits = 1 // proto3 cannot tell 0 from unset; Envoy means 1
+	}
+	entries := make([][]config.Entry, len(ds))
+	for i, d := range ds {
+		if len(d.GetEntries()) == 0 {
+			return nil, invalid("descriptors[%d]: at least one entry is required", i)
+		}
+		for j, e := range d.GetEntries() {
+			if e.GetKey() == "" {
+				return nil, invalid("descriptors[%d].entries[%d]: key is required", i, j)
+			}
+			entries[i] = append(entries[i], config.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		if d.GetIsNegativeHits() {
+			return nil, invalid("descriptors[%d]: is_negative_hits is not supported (a decision never refunds)", i)
+		}
+		if o := d.GetLimit(); o != nil {
+			if _, ok := overrideUnits[o.GetUnit()]; !ok {
+				return nil, invalid("descriptors[%d].limit.unit: %s is not supported (want SECOND, MINUTE, HOUR or DAY)", i, o.GetUnit())
+			}
+		}
+	}
+
+	sn := s.snap.Load()
+	dom := sn.cfg.Domains[req.GetDomain()]
+	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(ds))}
+	if dom == nil {
+		for i := range ds {
+			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		}
+		return resp, nil
+	}
+
+	evals := make([]evalDesc, len(ds))
+	replaced := map[string]bool{}
+	for i, d := range ds {
+		e := &evals[i]
+		e.cost = hits
+		if h := d.GetHitsAddend(); h != nil {
+			e.cost = int64(min(h.GetValue(), math.MaxInt64))
+		}
+		node := dom.Match(entries[i])
+		if o := d.GetLimit(); o != nil {
+			if err := g.override(e, o, node, dom, sn, i); err != nil {
+				return nil, err
+			}
+		} else if node != nil && node.RateLimit != nil {
+			rl := node.RateLimit
+			e.rl, e.shadow, e.label = rl, node.Shadow, node.Path
+			if rl.Name != "" {
+				e.label = rl.Name
+			}
+			for _, r := range rl.Replaces {
+				replaced[r] = true
+			}
+			switch {
+			case rl.Unlimited:
+				e.kind = kindUnlimited
+			case rl.RequestsPerUnit == 0:
+				e.kind = kindZero
+			default:
+				e.kind, e.limit = kindCounted, rl.Limit
+				e.fp = s.failure(sn.cfg, rl.Failure, dom.Failure)
+			}
+		}
+		if e.kind == kindCounted {
+			e.key = envoyKey(req.GetDomain(), entries[i])
+		}
+	}
+	for i := range evals {
+		if e := &evals[i]; e.rl != nil && e.rl.Name != "" && replaced[e.rl.Name] && e.mult == 0 {
+			*e = evalDesc{kind: kindNone}
+		}
+	}
+
+	units := group(evals)
+	if len(units) > 0 {
+		if err := s.decide(ctx, units); err != nil {
+			var se *errStore
+			if errors.As(err, &se) {
+				s.log.Warn("store unavailable", "err", err)
+				return nil, status.Errorf(codes.Unavailable, "rate limit store: %v", err)
+			}
+			return nil, invalid("%v", err)
+		}
+	}
+
+	var hdr []headerItem
+	seen := map[*ratewarden.Result]bool{}
+	for i := range evals {
+		e := &evals[i]
+		st := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		resp.Statuses[i] = st
+		switch e.kind {
+		case kindUnlimited:
+			st.LimitRemaining = math.MaxUint32
+		case kindZero:
+			st.Code = rlspb.RateLimitResponse_OVER_LIMIT
+			st.CurrentLimit = currentLimit(e)
+			s.m.decision("grpc", dom.Name, e.label, ratewarden.Result{}, e.shadow)
+		case kindCounted:
+			res := &e.unit.res[e.idx]
+			if !res.Allowed {
+				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
+			}
+			st.CurrentLimit = currentLimit(e)
+			st.LimitRemaining = uint32(min(res.Remaining, math.MaxUint32))
+			st.DurationUntilReset = durationpb.New(res.ResetAfter)
+			s.m.decision("grpc", dom.Name, e.label, *res, e.shadow)
+			if !e.shadow && !seen[res] {
+				seen[res] = true
+				hdr = append(hdr, headerItem{name: e.label, res: *res})
+			}
+		}
+		if st.Code == rlspb.RateLimitResponse_OVER_LIMIT && !e.shadow {
+			resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
+		}
+	}
+	for _, kv := range rateLimitHeaders(hdr, resp.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT) {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corepb.HeaderValue{Key: kv[0], Value: kv[1]})
+	}
+	return resp, nil
+}
+
+// override applies a descriptor's limit override, as envoyproxy/ratelimit
+// does: it replaces the configured rate (the algorithm stays the matched
+// node's, fixed_window otherwise) and applies even without a matching node.
+func (g *rls) override(e *evalDesc, o *rlcommon.RateLimitDescriptor_RateLimitOverride, node *config.Descriptor, dom *config.Domain, sn *snapshot, i int) error {
+	unit := overrideUnits[o.GetUnit()]
+	mult := uint32(1)
+	if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
+		mult = m.GetValue()
+	}
+	period := config.Units[unit] * time.Duration(mult)
+	if period > ratewarden.MaxPeriod {
+		return invalid("descriptors[%d].limit: period %d %s is longer than %v", i, mult, unit, ratewarden.MaxPeriod)
+	}
+	e.rl = &config.RateLimit{Unit: unit, RequestsPerUnit: o.GetRequestsPerUnit()}
+	e.mult, e.label = mult, "override"
+	alg, failure := config.DefaultEnvoyAlgorithm, config.FailurePolicy("")
+	if node != nil {
+		e.label = node.Path + "(override)"
+		if rl := node.RateLimit; rl != nil && rl.Counted() {
+			alg, failure = rl.Limit.Algorithm, rl.Failure
+		}
+	}
+	if o.GetRequestsPerUnit() == 0 {
+		e.kind = kindZero
+		return nil
+	}
+	e.kind = kindCounted
+	e.limit = ratewarden.Limit{Algorithm: alg, Rate: int64(o.GetRequestsPerUnit()), Period: period}
+	if err := e.limit.Validate(); err != nil {
+		return invalid("descriptors[%d].limit: %v", i, err)
+	}
+	e.fp = g.s.failure(sn.cfg, failure, dom.Failure)
+	return nil
+}
+
+func currentLimit(e *evalDesc) *rlspb.RateLimitResponse_RateLimit {
+	cl := &rlspb.RateLimitResponse_RateLimit{Name: e.rl.Name, RequestsPerUnit: e.rl.RequestsPerUnit, Unit: rlsUnits[e.rl.Unit]}
+	if e.mult > 1 {
+		cl.UnitMultiplier = wrapperspb.UInt32(e.mult)
+	}
+	return cl
+}
+
+// envoyKey is the store key of a descriptor: the domain and every entry,
+// each escaped so that no two descriptors share a key by accident. Each
+// distinct value counts separately, as in envoyproxy/ratelimit.
+func envoyKey(domain string, entries []config.Entry) string {
+	var b strings.Builder
+	b.WriteString("envoy/")
+	b.WriteString(url.QueryEscape(domain))
+	for _, e := range entries {
+		b.WriteByte('/')
+		b.WriteString(url.QueryEscape(e.Key))
+		b.WriteByte('=')
+		b.WriteString(url.QueryEscape(e.Value))
+	}
+	return b.String()
+}
+
+// group turns the counted descriptors into units (store calls). The limits
+// of one key with the same cost, failure policy and shadow mode form one
+// atomic unit; the same limit on the same key twice counts its costs
+// together.
+func group(evals []evalDesc) []*unit {
+	type slot struct {
+		key    string
+		fp     config.FailurePolicy
+		shadow bool
+		limit  ratewarden.Limit
+	}
+	type merged struct {
+		slot
+		cost  int64
+		descs []int
+	}
+	var ms []*merged
+	index := map[slot]*merged{}
+	for i := range evals {
+		e := &evals[i]
+		if e.kind != kindCounted {
+			continue
+		}
+		// Limits of one scope on one key share state, so they merge.
+		sl := slot{key: e.key, fp: e.fp, shadow: e.shadow, limit: ratewarden.Limit{Algorithm: e.limit.Algorithm, Period: e.limit.Period}}
+		m := index[sl]
+		if m == nil {
+			m = &merged{slot: sl}
+			m.limit = e.limit
+			index[sl] = m
+			ms = append(ms, m)
+		}
+		m.cost = min(m.cost+e.cost, math.MaxInt64/2)
+		m.descs = append(m.descs, i)
+	}
+	type unitKey struct {
+		key    string
+		fp     config.FailurePolicy
+		shadow bool
+		cost   int64
+	}
+	var units []*unit
+	byKey := map[unitKey]*unit{}
+	for _, m := range ms {
+		uk := unitKey{m.key, m.fp, m.shadow, m.cost}
+		u := byKey[uk]
+		if u == nil {
+			u = &unit{req: ratewarden.Request{Key: m.key, Cost: m.cost}, fp: m.fp, shadow: m.shadow}
+			byKey[uk] = u
+			units = append(units, u)
+		}
+		idx := len(u.req.Limits)
+		u.req.Limits = append(u.req.Limits, m.limit)
+		if m.cost > m.limit.Capacity() {
+			u.impossible = true
+		}
+		for _, d := range m.descs {
+			evals[d].unit, evals[d].idx = u, idx
+		}
+	}
+	return units
+}
+
+var _ rlspb.RateLimitServiceServer = (*rls)(nil)

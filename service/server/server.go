@@ -1,0 +1,463 @@
+// Package server is ratewarden's network face: an HTTP JSON API (check,
+// peek, reset), Envoy's rate limit gRPC service
+// (envoy.service.ratelimit.v3.RateLimitService), gRPC health, Prometheus
+// metrics, health and readiness endpoints, and configuration hot reload.
+//
+// A Server decides on a Backend, which hands it one ratewarden.Store per
+// failure policy: the in-memory store on a single node, or Redis behind the
+// fallback decorator when distributed.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/service/config"
+)
+
+// Backend hands the server the stores it decides on.
+type Backend interface {
+	// Store returns the store for limits with failure policy fp. It is
+	// called per decision, so it must be cheap after the first call.
+	Store(fp config.FailurePolicy) (ratewarden.Store, error)
+	// Ready reports whether limits with failure policy fp are decided by
+	// the shared store now (nil) or not (why).
+	Ready(ctx context.Context, fp config.FailurePolicy) error
+	// Breakers reports the circuit breaker state of each store built so
+	// far: 0 closed, 1 half-open, 2 open. Nil when there is no breaker.
+	Breakers() map[config.FailurePolicy]int
+}
+
+// Defaults.
+const (
+	DefaultMaxBodyBytes   = 64 << 10
+	DefaultReloadInterval = time.Second
+	// MaxDescriptors bounds the descriptors of one gRPC request.
+	MaxDescriptors = 256
+)
+
+// Server serves the APIs. Make one with New, then Start it, or use its
+// handlers (Handler, RegisterGRPC) in servers of your own.
+type Server struct {
+	backend        Backend
+	log            *slog.Logger
+	token          string
+	defaultFailure config.FailurePolicy
+	paths          []string
+	interval       time.Duration
+	maxBody        int64
+	reg            *prometheus.Registry
+	m              *metrics
+
+	snap atomic.Pointer[snapshot]
+
+	reloadMu    sync.Mutex
+	fingerprint string
+
+	health  *health.Server
+	httpSrv *http.Server
+	grpcSrv *grpc.Server
+	httpLn  net.Listener
+	grpcLn  net.Listener
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// snapshot is a loaded config with what the server derives from it.
+type snapshot struct {
+	cfg      *config.Config
+	failures []config.FailurePolicy // every failure policy in use
+	loaded   time.Time
+}
+
+// Option configures a Server.
+type Option func(*Server) error
+
+// WithConfig sets a configuration that is already loaded (no reload).
+func WithConfig(cfg *config.Config) Option {
+	return func(s *Server) error {
+		if cfg == nil {
+			return fmt.Errorf("%w: server: nil config", ratewarden.ErrInvalidConfig)
+		}
+		s.setConfig(cfg)
+		return nil
+	}
+}
+
+// WithConfigPaths loads the configuration from files or directories and
+// reloads it when their contents change (polled, see WithReloadInterval)
+// or Reload is called (on SIGHUP, say).
+func WithConfigPaths(paths ...string) Option {
+	return func(s *Server) error {
+		if len(paths) == 0 {
+			return fmt.Errorf("%w: server: no config paths", ratewarden.ErrInvalidConfig)
+		}
+		s.paths = paths
+		return nil
+	}
+}
+
+// WithReloadInterval sets how often config files are polled for changes;
+// 0 turns polling off (Reload still works). Default one second.
+func WithReloadInterval(d time.Duration) Option {
+	return func(s *Server) error {
+		if d < 0 {
+			return fmt.Errorf("%w: server: reload interval must be >= 0, got %v", ratewarden.ErrInvalidConfig, d)
+		}
+		s.interval = d
+		return nil
+	}
+}
+
+// WithLogger sets the logger; default slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Server) error {
+		if l == nil {
+			return fmt.Errorf("%w: server: nil logger", ratewarden.ErrInvalidConfig)
+		}
+		s.log = l
+		return nil
+	}
+}
+
+// WithAPIToken requires "Authorization: Bearer <token>" on the /v1 API.
+// Empty means no authentication (the default).
+func WithAPIToken(token string) Option {
+	return func(s *Server) error { s.token = token; return nil }
+}
+
+// WithDefaultFailure sets the failure policy of limits whose config names
+// none (directly, by domain or by the top-level failure_policy). Default
+// local_fallback.
+func WithDefaultFailure(fp config.FailurePolicy) Option {
+	return func(s *Server) error {
+		if _, err := config.ParseFailurePolicy(string(fp)); err != nil {
+			return fmt.Errorf("server: default failure policy: %w", err)
+		}
+		s.defaultFailure = fp
+		return nil
+	}
+}
+
+// WithMaxBodyBytes bounds HTTP API request bodies (413 beyond);
+// default 64 KiB.
+func WithMaxBodyBytes(n int64) Option {
+	return func(s *Server) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: server: max body bytes must be > 0, got %d", ratewarden.ErrInvalidConfig, n)
+		}
+		s.maxBody = n
+		return nil
+	}
+}
+
+// New returns a Server deciding on backend. It needs WithConfig or
+// WithConfigPaths; with paths, it loads them now and fails when they are
+// invalid.
+func New(backend Backend, opts ...Option) (*Server, error) {
+	if backend == nil {
+		return nil, fmt.Errorf("%w: server: nil backend", ratewarden.ErrInvalidConfig)
+	}
+	s := &Server{
+		backend:        backend,
+		log:            slog.Default(),
+		defaultFailure: config.LocalFallback,
+		interval:       DefaultReloadInterval,
+		maxBody:        DefaultMaxBodyBytes,
+		reg:            prometheus.NewRegistry(),
+		health:         health.NewServer(),
+		stop:           make(chan struct{}),
+	}
+	s.m = newMetrics(s.reg, backend)
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: server: nil Option", ratewarden.ErrInvalidConfig)
+		}
+		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	if s.paths != nil {
+		if s.snap.Load() != nil {
+			return nil, fmt.Errorf("%w: server: give WithConfig or WithConfigPaths, not both", ratewarden.ErrInvalidConfig)
+		}
+		if err := s.Reload(); err != nil {
+			return nil, err
+		}
+	}
+	if s.snap.Load() == nil {
+		return nil, fmt.Errorf("%w: server: no configuration (WithConfig or WithConfigPaths)", ratewarden.ErrInvalidConfig)
+	}
+	// Re-resolve failure policies: WithDefaultFailure may come after WithConfig.
+	s.setConfig(s.snap.Load().cfg)
+	s.m.configOK.Set(1)
+	return s, nil
+}
+
+// Registry is the Prometheus registry the server's /metrics serves.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Config returns the configuration in force.
+func (s *Server) Config() *config.Config { return s.snap.Load().cfg }
+
+func (s *Server) setConfig(cfg *config.Config) {
+	sn := &snapshot{cfg: cfg, loaded: time.Now()}
+	add := func(fp config.FailurePolicy) {
+		if !slices.Contains(sn.failures, fp) {
+			sn.failures = append(sn.failures, fp)
+		}
+	}
+	for _, p := range cfg.Policies {
+		add(s.failure(cfg, p.Failure))
+	}
+	for _, d := range cfg.Domains {
+		var walk func([]*config.Descriptor)
+		walk = func(ds []*config.Descriptor) {
+			for _, n := range ds {
+				if n.RateLimit != nil && n.RateLimit.Counted() {
+					add(s.failure(cfg, n.RateLimit.Failure, d.Failure))
+				}
+				walk(n.Descriptors)
+			}
+		}
+		walk(d.Descriptors)
+	}
+	slices.Sort(sn.failures)
+	s.snap.Store(sn)
+}
+
+// failure resolves a limit's failure policy: the first one set among
+// fps, then the config's top level, then the server default.
+func (s *Server) failure(cfg *config.Config, fps ...config.FailurePolicy) config.FailurePolicy {
+	for _, fp := range fps {
+		if fp != "" {
+			return fp
+		}
+	}
+	if cfg.Failure != "" {
+		return cfg.Failure
+	}
+	return s.defaultFailure
+}
+
+// Reload loads the config paths again. When they are invalid it logs every
+// problem, counts a failed reload and keeps the configuration in force.
+func (s *Server) Reload() error {
+	if s.paths == nil {
+		return fmt.Errorf("%w: server: no config paths to reload", ratewarden.ErrInvalidConfig)
+	}
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	if fp, err := config.Fingerprint(s.paths...); err == nil {
+		s.fingerprint = fp
+	}
+	cfg, err := config.Load(s.paths...)
+	first := s.snap.Load() == nil
+	if err != nil {
+		s.m.reloads.WithLabelValues("failure").Inc()
+		s.m.configOK.Set(0)
+		if !first {
+			s.log.Error("config reload failed; keeping the configuration in force", "paths", s.paths, "err", err)
+		}
+		return err
+	}
+	s.setConfig(cfg)
+	s.m.reloads.WithLabelValues("success").Inc()
+	s.m.configOK.Set(1)
+	s.log.Info("config loaded", "files", cfg.Files, "policies", len(cfg.Policies), "domains", len(cfg.Domains), "reload", !first)
+	return nil
+}
+
+// watch polls the config files' fingerprint and reloads on change.
+func (s *Server) watch() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		fp, err := config.Fingerprint(s.paths...)
+		s.reloadMu.Lock()
+		changed := err == nil && fp != s.fingerprint
+		s.reloadMu.Unlock()
+		if err != nil {
+			s.log.Warn("config watch: cannot read the config files", "err", err)
+			continue
+		}
+		if changed {
+			_ = s.Reload() // logged inside
+		}
+	}
+}
+
+// Ready reports nil when the server can decide with the shared store:
+// a config is loaded and, for every failure policy in use except
+// fail_open, the backend is ready.
+func (s *Server) Ready(ctx context.Context) error {
+	sn := s.snap.Load()
+	if sn == nil {
+		return errors.New("no configuration loaded")
+	}
+	for _, fp := range sn.failures {
+		if fp == config.FailOpen {
+			continue
+		}
+		if err := s.backend.Ready(ctx, fp); err != nil {
+			return fmt.Errorf("%s limits: %w", fp, err)
+		}
+	}
+	return nil
+}
+
+// Start listens on httpAddr and grpcAddr (":0" picks free ports; see
+// HTTPAddr and GRPCAddr) and serves until Shutdown.
+func (s *Server) Start(httpAddr, grpcAddr string) error {
+	hl, err := net.Listen("tcp", httpAddr)
+	if err != nil {
+		return fmt.Errorf("server: http listen: %w", err)
+	}
+	gl, err := net.Listen("tcp", grpcAddr)
+	if err != nil {
+		hl.Close()
+		return fmt.Errorf("server: grpc listen: %w", err)
+	}
+	s.httpLn, s.grpcLn = hl, gl
+	s.httpSrv = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(1 << 20))
+	s.RegisterGRPC(s.grpcSrv)
+
+	s.wg.Add(3)
+	go func() {
+		defer s.wg.Done()
+		if err := s.httpSrv.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server stopped", "err", err)
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		if err := s.grpcSrv.Serve(gl); err != nil {
+			s.log.Error("grpc server stopped", "err", err)
+		}
+	}()
+	go s.readiness()
+	if s.paths != nil && s.interval > 0 {
+		s.wg.Add(1)
+		go s.watch()
+	}
+	s.log.Info("listening", "http", hl.Addr().String(), "grpc", gl.Addr().String())
+	return nil
+}
+
+// readiness keeps the gRPC health status in step with Ready.
+func (s *Server) readiness() {
+	defer s.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := healthpb.HealthCheckResponse_UNKNOWN
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := s.Ready(ctx)
+		cancel()
+		st := healthpb.HealthCheckResponse_SERVING
+		if err != nil {
+			st = healthpb.HealthCheckResponse_NOT_SERVING
+		}
+		if st != last {
+			s.health.SetServingStatus("", st)
+			s.health.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, st)
+			if err != nil {
+				s.log.Warn("not ready", "err", err)
+			} else if last != healthpb.HealthCheckResponse_UNKNOWN {
+				s.log.Info("ready again")
+			}
+			last = st
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// HTTPAddr is the address the HTTP server listens on, after Start.
+func (s *Server) HTTPAddr() string { return s.httpLn.Addr().String() }
+
+// GRPCAddr is the address the gRPC server listens on, after Start.
+func (s *Server) GRPCAddr() string { return s.grpcLn.Addr().String() }
+
+// Shutdown stops accepting, lets requests in flight finish until ctx ends,
+// then closes what is left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	select {
+	case <-s.stop:
+		return nil // already shut down
+	default:
+	}
+	close(s.stop)
+	s.health.Shutdown()
+	var errs []error
+	if s.httpSrv != nil {
+		if err := s.httpSrv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			s.httpSrv.Close()
+		}
+	}
+	if s.grpcSrv != nil {
+		done := make(chan struct{})
+		go func() { s.grpcSrv.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			s.grpcSrv.Stop()
+			<-done
+			errs = append(errs, fmt.Errorf("grpc shutdown: %w", ctx.Err()))
+		}
+	}
+	s.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Run starts the server and serves until ctx is done, then shuts down
+// gracefully, giving requests in flight up to grace to finish.
+func (s *Server) Run(ctx context.Context, httpAddr, grpcAddr string, grace time.Duration) error {
+	if err := s.Start(httpAddr, grpcAddr); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	s.log.Info("shutting down", "grace", grace)
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	return s.Shutdown(sctx)
+}
+
+// RegisterGRPC registers the rate limit service and gRPC health on g.
+func (s *Server) RegisterGRPC(g *grpc.Server) {
+	rlspb.RegisterRateLimitServiceServer(g, &rls{s: s})
+	healthpb.RegisterHealthServer(g, s.health)
+}
