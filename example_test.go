@@ -1,0 +1,207 @@
+package ratewarden_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/memstore"
+)
+
+// exampleLimiter returns a Limiter on an in-process store whose clock stands
+// still at 12:00:00 unless the example moves it.
+func exampleLimiter() (*ratewarden.Limiter, *time.Time) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	store, err := memstore.New(memstore.WithClock(func() time.Time { return now }))
+	if err != nil {
+		panic(err)
+	}
+	l, err := ratewarden.New(store)
+	if err != nil {
+		panic(err)
+	}
+	return l, &now
+}
+
+func ExampleNew() {
+	store, err := memstore.New() // or redisstore.New(client) to share limits across replicas
+	if err != nil {
+		panic(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		panic(err)
+	}
+	r, err := limiter.Allow(context.Background(), "user:42", ratewarden.PerMinute(100))
+	fmt.Println(r.Allowed, r.Remaining, err)
+
+	_, err = ratewarden.New(nil)
+	fmt.Println(err)
+	// Output:
+	// true 99 <nil>
+	// ratewarden: invalid config: store must not be nil
+}
+
+func ExampleLimiter_Allow() {
+	limiter, _ := exampleLimiter()
+	ctx := context.Background()
+	limit := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 2, Period: time.Minute}
+	for range 3 {
+		r, err := limiter.Allow(ctx, "user:42", limit)
+		if err != nil {
+			panic(err) // bad input or the store failed; over the limit is not an error
+		}
+		if !r.Allowed {
+			fmt.Printf("denied: retry after %v\n", r.RetryAfter)
+			continue
+		}
+		fmt.Printf("allowed: %d remaining\n", r.Remaining)
+	}
+	// Output:
+	// allowed: 1 remaining
+	// allowed: 0 remaining
+	// denied: retry after 1m0s
+}
+
+func ExampleLimiter_AllowN() {
+	limiter, now := exampleLimiter()
+	ctx := context.Background()
+	// 10 tokens a second, bucket of 20: upload cost is in KiB.
+	limit := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}
+	r, _ := limiter.AllowN(ctx, "upload:42", limit, 15)
+	fmt.Println(r.Allowed, r.Remaining)
+	r, _ = limiter.AllowN(ctx, "upload:42", limit, 8)
+	fmt.Println(r.Allowed, r.Remaining, r.RetryAfter)
+	*now = now.Add(r.RetryAfter)
+	r, _ = limiter.AllowN(ctx, "upload:42", limit, 8)
+	fmt.Println(r.Allowed, r.Remaining)
+	_, err := limiter.AllowN(ctx, "upload:42", limit, 21)
+	fmt.Println(err)
+	// Output:
+	// true 5
+	// false 5 300ms
+	// true 0
+	// ratewarden: invalid cost: cost 21 exceeds the capacity 20 of limit 10/1s burst 20 token_bucket; it could never be admitted
+}
+
+func ExampleLimiter_AllowAll() {
+	limiter, _ := exampleLimiter()
+	ctx := context.Background()
+	burst := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 2, Period: time.Second}
+	daily := ratewarden.PerDay(1000)
+	for range 3 {
+		d, err := limiter.AllowAll(ctx, "api-key:7", 1, burst, daily)
+		if err != nil {
+			panic(err)
+		}
+		b := d.Binding()
+		fmt.Printf("allowed=%v binding=%v remaining=%d retry=%v daily remaining=%d\n",
+			d.Allowed, b.Limit, b.Remaining, b.RetryAfter, d.Results[1].Remaining)
+	}
+	// Output:
+	// allowed=true binding=2/1s token_bucket remaining=1 retry=0s daily remaining=999
+	// allowed=true binding=2/1s token_bucket remaining=0 retry=0s daily remaining=998
+	// allowed=false binding=2/1s token_bucket remaining=0 retry=500ms daily remaining=998
+}
+
+func ExampleLimiter_Peek() {
+	limiter, _ := exampleLimiter()
+	ctx := context.Background()
+	limit := ratewarden.PerHour(3)
+	limiter.Allow(ctx, "k", limit)
+	for range 2 {
+		r, _ := limiter.Peek(ctx, "k", limit) // consumes nothing
+		fmt.Println(r.Allowed, r.Remaining)
+	}
+	// Output:
+	// true 2
+	// true 2
+}
+
+func ExampleLimiter_Reset() {
+	limiter, _ := exampleLimiter()
+	ctx := context.Background()
+	login := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 3, Period: 15 * time.Minute}
+	limiter.AllowN(ctx, "login:alice", login, 3)
+	r, _ := limiter.Peek(ctx, "login:alice", login)
+	fmt.Println("before reset:", r.Allowed, r.RetryAfter)
+	// Alice proved who she is: forget her failed attempts.
+	if err := limiter.Reset(ctx, "login:alice", login); err != nil {
+		panic(err)
+	}
+	r, _ = limiter.Peek(ctx, "login:alice", login)
+	fmt.Println("after reset:", r.Allowed, r.Remaining)
+	// Output:
+	// before reset: false 15m0s
+	// after reset: true 3
+}
+
+func ExampleParseLimit() {
+	for _, s := range []string{"100/1m", "10/s token_bucket burst 20", "5/1500ms fixed_window", "100/1w"} {
+		l, err := ratewarden.ParseLimit(s)
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		fmt.Printf("%q: %d per %v, %v, capacity %d\n", l.String(), l.Rate, l.Period, l.Algorithm, l.Capacity())
+	}
+	// Output:
+	// "100/1m": 100 per 1m0s, sliding_window, capacity 100
+	// "10/1s burst 20 token_bucket": 10 per 1s, token_bucket, capacity 20
+	// "5/1500ms fixed_window": 5 per 1.5s, fixed_window, capacity 5
+	// ratewarden: invalid limit: period "1w": unknown unit "w" (want ms, s, m, h or d)
+}
+
+func ExampleLimit_String() {
+	fmt.Println(ratewarden.PerMinute(100))
+	fmt.Println(ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20})
+	fmt.Println(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 5, Period: 90 * time.Second})
+	fmt.Println(ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 1, Period: 48 * time.Hour})
+	// Output:
+	// 100/1m
+	// 10/1s burst 20 token_bucket
+	// 5/90s fixed_window
+	// 1/2d sliding_log
+}
+
+func ExampleLimit_Validate() {
+	fmt.Println(ratewarden.PerSecond(10).Validate())
+	fmt.Println(ratewarden.Limit{Rate: 10}.Validate())
+	fmt.Println(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Second, Burst: 5}.Validate())
+	// Output:
+	// <nil>
+	// ratewarden: invalid limit: period must be > 0, got 0s
+	// ratewarden: invalid limit: burst applies only to token_bucket, got burst 5 with fixed_window
+}
+
+func ExamplePerMinute() {
+	l := ratewarden.PerMinute(60)
+	fmt.Println(l, l.Algorithm, l.Scope())
+	// Output: 60/1m sliding_window sliding_window:1m
+}
+
+func ExampleDecision_Binding() {
+	d := ratewarden.Decision{Results: []ratewarden.Result{
+		{Allowed: false, Limit: ratewarden.PerSecond(5), RetryAfter: 200 * time.Millisecond},
+		{Allowed: true, Limit: ratewarden.PerMinute(100), Remaining: 40},
+		{Allowed: false, Limit: ratewarden.PerHour(1000), RetryAfter: 12 * time.Minute},
+	}}
+	// Denied: the limit that keeps the caller waiting longest.
+	b := d.Binding()
+	fmt.Println(b.Limit, b.RetryAfter)
+	// Output: 1000/1h 12m0s
+}
+
+func ExampleWithObserver() {
+	store, _ := memstore.New()
+	limiter, _ := ratewarden.New(store, ratewarden.WithObserver(func(key string, res []ratewarden.Result, err error) {
+		if err == nil && !res[0].Allowed {
+			fmt.Println("rate limited:", key, res[0].Limit)
+		}
+	}))
+	for range 3 {
+		limiter.Allow(context.Background(), "user:42", ratewarden.PerMinute(2))
+	}
+	// Output: rate limited: user:42 2/1m
+}
