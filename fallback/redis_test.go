@@ -113,7 +113,7 @@ func startTraffic(st ratewarden.Store, n int, lim ratewarden.Limit, valid func(r
 						tr.badResult.CompareAndSwap(nil, &r)
 					}
 				}
-				time.Sleep(2 * time.Millisecond) // real traffic pauses; keeps the box schedulable
+				time.Sleep(5 * time.Millisecond) // real traffic pauses; keeps the box schedulable
 			}
 		}()
 	}
@@ -254,7 +254,10 @@ func TestRedisKilled(t *testing.T) {
 			time.Sleep(100 * time.Millisecond) // traffic on the restarted Redis
 			tr.finish(t, DefaultTimeout+latencyMargin)
 
-			// The limit restarts cleanly: Redis lost the 3 units.
+			// The limit restarts cleanly: Redis lost the 3 units. (Asked
+			// with the traffic stopped, so that a busy machine cannot time
+			// out these calls and trip the breaker again.)
+			waitStore(t, rp.fb, trafficLimit, recoveryBound())
 			for i := range 6 {
 				r := mustCheck(t, rp.fb, "fixed", fixedLimit, 1)
 				if r.Source != ratewarden.SourceStore || r.Allowed != (i < 5) {
