@@ -249,19 +249,26 @@ func parseHop(s string) (netip.Addr, bool) {
 	if len(s) > 64 { // longer than any address with a port
 		return netip.Addr{}, false
 	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		ap, err2 := netip.ParseAddrPort(s)
-		switch {
-		case err2 == nil:
+	var a netip.Addr
+	var err error
+	switch {
+	case strings.HasPrefix(s, "["): // [v6] or [v6]:port
+		if ap, err2 := netip.ParseAddrPort(s); err2 == nil {
 			a = ap.Addr()
-		case len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']':
-			if a, err = netip.ParseAddr(s[1 : len(s)-1]); err != nil {
-				return netip.Addr{}, false
-			}
-		default:
-			return netip.Addr{}, false
+		} else if s[len(s)-1] == ']' {
+			a, err = netip.ParseAddr(s[1 : len(s)-1])
+		} else {
+			err = err2
 		}
+	case strings.Count(s, ":") == 1: // v4:port; parsing it as an address first would cost an error value
+		var ap netip.AddrPort
+		ap, err = netip.ParseAddrPort(s)
+		a = ap.Addr()
+	default:
+		a, err = netip.ParseAddr(s)
+	}
+	if err != nil {
+		return netip.Addr{}, false
 	}
 	return a.Unmap().WithZone(""), true
 }

@@ -260,7 +260,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 	}
 	key := ru.Name + "|" + ck
-	d, err := m.lim.AllowAll(r.Context(), key, cost, ru.limits...)
+	var d ratewarden.Decision
+	var one [1]ratewarden.Result
+	if len(ru.limits) == 1 {
+		// The same atomic check; AllowN does not allocate.
+		one[0], err = m.lim.AllowN(r.Context(), key, ru.limits[0], cost)
+		d = ratewarden.Decision{Allowed: one[0].Allowed, Results: one[:]}
+	} else {
+		d, err = m.lim.AllowAll(r.Context(), key, cost, ru.limits...)
+	}
 	if err != nil {
 		if errors.Is(err, ratewarden.ErrInvalidCost) || errors.Is(err, ratewarden.ErrInvalidKey) {
 			m.onErr(w, r, err)
@@ -274,7 +282,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	info := Info{Rule: ru.Name, Key: key, Cost: cost, Policies: ru.Policies, Decision: d, Shadow: m.shadow}
+	// Results may live on this stack frame: the handlers get their own copy.
+	own := ratewarden.Decision{Allowed: d.Allowed, Results: append([]ratewarden.Result(nil), d.Results...)}
+	info := Info{Rule: ru.Name, Key: key, Cost: cost, Policies: ru.Policies, Decision: own, Shadow: m.shadow}
 	if m.onLimit != nil {
 		m.onLimit(r, info)
 	}

@@ -11,11 +11,17 @@ import (
 	"github.com/ratewarden/ratewarden"
 )
 
-// setHeaders writes the selected rate limit headers for d.
+// setHeaders writes the selected rate limit headers for d. The values are
+// built in one buffer and one string, and the header slices share one
+// backing array: three allocations for five headers.
 func (m *Middleware) setHeaders(h http.Header, ru *rule, d ratewarden.Decision) {
+	if m.headers&(DraftHeaders|XRateLimitHeaders) == 0 {
+		return
+	}
+	var arr [192]byte
+	buf := arr[:0]
+	var ends [4]int
 	if m.headers&DraftHeaders != 0 {
-		h["Ratelimit-Policy"] = []string{ru.policyValue}
-		buf := make([]byte, 0, 48*len(d.Results))
 		for i, res := range d.Results {
 			if i > 0 {
 				buf = append(buf, ", "...)
@@ -26,17 +32,33 @@ func (m *Middleware) setHeaders(h http.Header, ru *rule, d ratewarden.Decision) 
 			buf = append(buf, ";t="...)
 			buf = strconv.AppendInt(buf, ceilSeconds(res.ResetAfter), 10)
 		}
-		h["Ratelimit"] = []string{string(buf)}
 	}
+	ends[0] = len(buf)
 	if m.headers&XRateLimitHeaders != 0 {
 		b := d.Binding()
 		reset := ceilSeconds(b.ResetAfter)
 		if m.headers&XRateLimitResetUnix != 0 {
 			reset = m.now().Add(time.Duration(reset) * time.Second).Unix()
 		}
-		h["X-Ratelimit-Limit"] = []string{itoa(b.Limit.Capacity())}
-		h["X-Ratelimit-Remaining"] = []string{itoa(b.Remaining)}
-		h["X-Ratelimit-Reset"] = []string{itoa(reset)}
+		buf = strconv.AppendInt(buf, b.Limit.Capacity(), 10)
+		ends[1] = len(buf)
+		buf = strconv.AppendInt(buf, b.Remaining, 10)
+		ends[2] = len(buf)
+		buf = strconv.AppendInt(buf, reset, 10)
+		ends[3] = len(buf)
+	}
+	s := string(buf)
+	vals := make([]string, 5)
+	if m.headers&DraftHeaders != 0 {
+		vals[0], vals[1] = ru.policyValue, s[:ends[0]]
+		h["Ratelimit-Policy"] = vals[0:1:1]
+		h["Ratelimit"] = vals[1:2:2]
+	}
+	if m.headers&XRateLimitHeaders != 0 {
+		vals[2], vals[3], vals[4] = s[ends[0]:ends[1]], s[ends[1]:ends[2]], s[ends[2]:ends[3]]
+		h["X-Ratelimit-Limit"] = vals[2:3:3]
+		h["X-Ratelimit-Remaining"] = vals[3:4:4]
+		h["X-Ratelimit-Reset"] = vals[4:5:5]
 	}
 }
 

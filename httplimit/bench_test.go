@@ -1,0 +1,67 @@
+package httplimit_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/httplimit"
+	"github.com/ratewarden/ratewarden/memstore"
+)
+
+// discardWriter is a ResponseWriter that keeps one header map, so the
+// benchmark measures the handler, not the recorder.
+type discardWriter struct {
+	h    http.Header
+	code int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) WriteHeader(code int)        { w.code = code }
+
+var hello = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })
+
+// BenchmarkMiddleware compares a bare handler with the same handler behind
+// the middleware on a memstore (real clock), per request, for one and two
+// limits, and with headers off. The limit is never reached; "denied"
+// measures the 429 path.
+func BenchmarkMiddleware(b *testing.B) {
+	never := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: ratewarden.MaxRate, Period: time.Minute}
+	daily := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: ratewarden.MaxRate, Period: 24 * time.Hour}
+	cases := []struct {
+		name string
+		opts []httplimit.Option
+	}{
+		{"one_limit", []httplimit.Option{httplimit.WithLimits(never)}},
+		{"two_limits", []httplimit.Option{httplimit.WithLimits(never, daily)}},
+		{"one_limit_no_headers", []httplimit.Option{httplimit.WithLimits(never), httplimit.WithHeaders(0)}},
+		{"denied", []httplimit.Option{httplimit.WithLimits(fixed(1, time.Hour))}},
+	}
+	run := func(b *testing.B, h http.Handler) {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = client
+		w := &discardWriter{h: http.Header{}}
+		b.ReportAllocs()
+		for b.Loop() {
+			h.ServeHTTP(w, r)
+		}
+	}
+	b.Run("bare", func(b *testing.B) { run(b, hello) })
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			st, err := memstore.New()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			l, err := ratewarden.New(st)
+			if err != nil {
+				b.Fatal(err)
+			}
+			run(b, mustNew(b, l, tc.opts...).Handler(hello))
+		})
+	}
+}
