@@ -6,7 +6,8 @@
 // State is kept per (key, limit scope) in a fixed number of shards, each a
 // map behind its own mutex; a key's states all live in one shard, so a
 // multi-limit check is decided under one lock, atomically. Deciding on an
-// existing key does not allocate.
+// existing key does not allocate (a SlidingLog's array grows, up to Rate
+// entries, and is then reused).
 //
 // Memory is bounded: the store holds at most WithMaxKeys states. Expired
 // states are reclaimed lazily (when their key is checked) and by a small
@@ -96,8 +97,10 @@ type Option func(*config)
 func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
 
 // WithMaxKeys bounds the number of states the store holds (one per key and
-// limit scope); the default is DefaultMaxKeys. See the package doc for what
-// happens when the store is full.
+// limit scope); the default is DefaultMaxKeys. The bound is split evenly
+// over the shards. See the package doc for what happens when the store is
+// full. A check never evicts its own key's states, so a shard whose share
+// is smaller than the limits of one check holds that key's states anyway.
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithShards sets the number of shards (rounded up to a power of two, at

@@ -89,6 +89,10 @@ func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 		t.Parallel()
 		testFixedRollover(t, newEnv(t, newSubject))
 	})
+	t.Run("SlidingWindowDecay", func(t *testing.T) {
+		t.Parallel()
+		testSlidingDecay(t, newEnv(t, newSubject))
+	})
 }
 
 // env is one subtest's Subject, a Limiter on it and a unique key prefix.
@@ -550,4 +554,23 @@ func testFixedRollover(t *testing.T, e *env) {
 	// first request: a new window starts with the full allowance.
 	e.Advance(r.RetryAfter + margin)
 	want(t, "first in the next window", e.allowN(t, k, l, 1), true, 1)
+}
+
+func testSlidingDecay(t *testing.T, e *env) {
+	l := e.short(t, ratewarden.SlidingWindow, 10)
+	k := e.key("k")
+	want(t, "fill the window", e.allowN(t, k, l, 10), true, 0)
+	// Half-way through the next window the previous window's 10 weigh
+	// ceil(10 × 0.5) = 5: 5 remain. A store on real time is a little later,
+	// when a little more has decayed; 7 would mean 70% of the window went by.
+	e.Advance(e.untilBoundary(t, l.Period) + l.Period/2)
+	r := e.peek(t, k, l)
+	if !r.Allowed || r.Remaining < 5 || r.Remaining > 7 {
+		t.Fatalf("half-way through the next window: %+v, want 5 (up to 7 on a slow real clock) remaining", r)
+	}
+	// What decayed can be consumed (on a real clock a unit more may have
+	// decayed meanwhile).
+	if got := e.allowN(t, k, l, r.Remaining); !got.Allowed || got.Remaining > 1 {
+		t.Fatalf("consuming the %d remaining: %+v, want allowed with 0 (at most 1) left", r.Remaining, got)
+	}
 }
