@@ -1,0 +1,52 @@
+package redisstore
+
+import (
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/testredis"
+)
+
+// BenchmarkCheck measures Limiter.Allow on the Store against a local
+// redis-server, per algorithm, from 16 goroutines per CPU over 1024 keys
+// (concurrent callers are what auto-pipelining batches).
+// Limits are high enough that most checks are admitted (the writing path).
+func BenchmarkCheck(b *testing.B) {
+	srv := testredis.Start(b)
+	for _, tc := range []struct {
+		name  string
+		lim   ratewarden.Limit
+		store func(testing.TB, string, ...Option) *Store
+	}{
+		{"sliding_window", ratewarden.PerSecond(ratewarden.MaxRate), openStore},
+		{"fixed_window", ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: ratewarden.MaxRate, Period: time.Second}, openStore},
+		{"token_bucket", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1_000_000, Period: time.Second}, openStore},
+		{"sliding_log", ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: ratewarden.MaxLogRate, Period: time.Second}, openStore},
+		{"sliding_window_go_redis", ratewarden.PerSecond(ratewarden.MaxRate), func(tb testing.TB, addr string, _ ...Option) *Store { return openGoRedisStore(tb, addr) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			l := limiter(b, tc.store(b, srv.Addr))
+			keys := make([]string, 1024)
+			for i := range keys {
+				keys[i] = "bench:" + strconv.Itoa(i)
+			}
+			var next atomic.Uint64
+			b.SetParallelism(16)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := next.Add(1) * 7919
+				for pb.Next() {
+					i++
+					if _, err := l.Allow(bg, keys[i%uint64(len(keys))], tc.lim); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,132 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/redisstore"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+)
+
+// The usual setup: one rueidis client and one Store per process, shared by
+// all goroutines.
+func ExampleNew() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}, DisableCache: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	store, err := redisstore.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := limiter.Allow(context.Background(), "user:42", ratewarden.PerMinute(100))
+	if err != nil {
+		log.Fatal(err) // Redis unavailable: wraps ratewarden.ErrStoreUnavailable
+	}
+	if !res.Allowed {
+		fmt.Println("retry in", res.RetryAfter)
+	}
+}
+
+// An application that already has a go-redis client can reuse it.
+func ExampleNewGoRedis() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
+	defer client.Close()
+	store, err := redisstore.NewGoRedis(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	d, err := limiter.AllowAll(ctx, "tenant:7", 1, ratewarden.PerSecond(10), ratewarden.PerDay(10000))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(d.Allowed)
+}
+
+// Keys keep the caller's key inside a Cluster hash tag; keys that would
+// break the tag, or are long, are hashed.
+func ExampleStore_Key() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}) // connects on first use only
+	defer client.Close()
+	store, err := redisstore.NewGoRedis(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(store.Key("user:42", ratewarden.PerMinute(100)))
+	fmt.Println(store.Key("user:42", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}))
+	fmt.Println(store.Key("odd{key}", ratewarden.PerHour(5)))
+	// Output:
+	// rw:{user:42}:sliding_window:1m
+	// rw:{user:42}:token_bucket:1s
+	// rw:{#bdc165ef665f664248bc30eb4e45b49a}:sliding_window:1h
+}
+
+func ExampleWithPrefix() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer client.Close()
+	store, err := redisstore.NewGoRedis(client, redisstore.WithPrefix("staging:rl:"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(store.Key("user:42", ratewarden.PerMinute(100)))
+
+	_, err = redisstore.NewGoRedis(client, redisstore.WithPrefix("bad{"))
+	fmt.Println(err)
+	// Output:
+	// staging:rl:{user:42}:sliding_window:1m
+	// redisstore: ratewarden: invalid config: prefix "bad{" must not contain '{' or '}' (they would break the key's hash tag)
+}
+
+// A service that builds Requests itself (for example from an RPC) calls the
+// Store directly; ratewarden.ValidateRequest is what Check applies first.
+func ExampleStore_Check() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}, DisableCache: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	store, err := redisstore.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	req := &ratewarden.Request{Key: "api-key:abc", Limits: []ratewarden.Limit{ratewarden.PerSecond(10), ratewarden.PerHour(1000)}, Cost: 1}
+	res := make([]ratewarden.Result, len(req.Limits))
+	if err := store.Check(context.Background(), req, res); err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range res {
+		fmt.Println(r.Limit, r.Allowed, r.Remaining)
+	}
+}
+
+func ExampleStore_Reset() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}, DisableCache: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	store, err := redisstore.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// One DEL of rw:{user:42}:sliding_window:1m; other limits of user:42
+	// keep their state.
+	if err := store.Reset(context.Background(), "user:42", ratewarden.PerMinute(100)); err != nil {
+		log.Fatal(err)
+	}
+}
