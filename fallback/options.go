@@ -119,8 +119,8 @@ func WithPolicyFunc(fn func(ratewarden.Limit) Policy) Option {
 // WithReplicas sets how many replicas share each limit (default 1), for
 // LocalFallback: each replica enforces Rate/n (rounded down, at least 1)
 // per Period, and for TokenBucket a Burst of Burst/n likewise, so n
-// replicas together admit at most the limit (plus n−1 when rounding up to
-// 1 kicks in for limits below n). n must be >= 1.
+// replicas together admit at most the limit during an outage (n when Rate
+// is below n, as every share is at least 1). n must be >= 1.
 func WithReplicas(n int) Option {
 	return func(c *config) {
 		if n < 1 {
