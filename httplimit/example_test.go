@@ -1,0 +1,359 @@
+package httplimit_test
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/httplimit"
+	"github.com/ratewarden/ratewarden/memstore"
+)
+
+// exampleLimiter is a Limiter on a memstore whose clock stands still 20 s
+// into a minute, so the output does not depend on when the example runs.
+// A real service uses redisstore and the store's own clock.
+func exampleLimiter() *ratewarden.Limiter {
+	at := time.Date(2026, 3, 1, 12, 0, 20, 0, time.UTC)
+	st, err := memstore.New(memstore.WithClock(func() time.Time { return at }))
+	if err != nil {
+		panic(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		panic(err)
+	}
+	return lim
+}
+
+var hi = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hi") })
+
+// send makes a request from remote through h and returns the response.
+func send(h http.Handler, remote, path string, header ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	r.RemoteAddr = remote
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func Example() {
+	lim := exampleLimiter()
+	mw, err := httplimit.New(lim, httplimit.WithPolicies(
+		httplimit.Policy{Name: "burst", Limit: ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 2, Period: time.Minute}},
+		httplimit.Policy{Name: "daily", Limit: ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: 24 * time.Hour}},
+	))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	h := mw.Handler(hi)
+	for range 3 {
+		w := send(h, "203.0.113.7:5000", "/")
+		fmt.Println(w.Code, w.Header().Get("RateLimit"))
+	}
+	w := send(h, "203.0.113.7:5000", "/")
+	fmt.Println("RateLimit-Policy:", w.Header().Get("RateLimit-Policy"))
+	fmt.Println("Retry-After:", w.Header().Get("Retry-After"))
+	fmt.Println(w.Header().Get("Content-Type"))
+	fmt.Print(w.Body.String())
+	// Output:
+	// 200 "burst";r=1;t=40, "daily";r=999;t=43180
+	// 200 "burst";r=0;t=40, "daily";r=998;t=43180
+	// 429 "burst";r=0;t=40, "daily";r=998;t=43180
+	// RateLimit-Policy: "burst";q=2;w=60, "daily";q=1000;w=86400
+	// Retry-After: 40
+	// application/problem+json
+	// {"type":"about:blank","title":"Too Many Requests","status":429,"detail":"Rate limit \"burst\" exceeded; retry in 40 s.","retry_after":40}
+}
+
+func ExampleNew() {
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(100)))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	w := send(mw.Handler(hi), "203.0.113.7:5000", "/")
+	fmt.Println(w.Code, w.Header().Get("X-RateLimit-Limit"), w.Header().Get("X-RateLimit-Remaining"))
+
+	_, err = httplimit.New(exampleLimiter())
+	fmt.Println(err)
+	// Output:
+	// 200 100 99
+	// httplimit: no limits configured (use WithLimits, WithPolicies or WithRule): ratewarden: invalid config
+}
+
+// Handler is standard middleware: wrap a mux, a single route, or pass it
+// to a router's Use (chi: r.Use(mw.Handler)).
+func ExampleMiddleware_Handler() {
+	mw, _ := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /search", mw.Handler(hi)) // limited
+	mux.Handle("GET /about", hi)              // not limited
+	for _, path := range []string{"/search", "/search", "/about", "/about"} {
+		fmt.Println(path, send(mux, "203.0.113.7:5000", path).Code)
+	}
+	// Output:
+	// /search 200
+	// /search 429
+	// /about 200
+	// /about 200
+}
+
+// Behind a load balancer at 10.0.0.0/8 that appends to X-Forwarded-For.
+func ExampleClientIP() {
+	key, err := httplimit.ClientIP(httplimit.IPConfig{
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+		Header:         httplimit.XForwardedFor,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	show := func(remote, xff string) {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = remote
+		r.Header.Set("X-Forwarded-For", xff)
+		k, _ := key(r)
+		fmt.Println(k)
+	}
+	show("10.0.0.2:80", "1.2.3.4, 203.0.113.7")   // via the balancer: the right-most untrusted hop
+	show("198.51.100.9:80", "1.2.3.4")            // direct: the header is ignored
+	show("10.0.0.2:80", "not an address")         // malformed: the peer
+	show("[2001:db8:1:2:3:4:5:6]:443", "1.2.3.4") // IPv6: grouped by /64
+
+	_, err = httplimit.ClientIP(httplimit.IPConfig{IPv6Prefix: 200})
+	fmt.Println(err)
+	// Output:
+	// ip:203.0.113.7
+	// ip:198.51.100.9
+	// ip:10.0.0.2
+	// ip:2001:db8:1:2::/64
+	// httplimit: IPConfig.IPv6Prefix must be 1..128 (0 for 64), got 200: ratewarden: invalid config
+}
+
+func ExampleHeader() {
+	mw, _ := httplimit.New(exampleLimiter(),
+		httplimit.WithLimits(ratewarden.PerMinute(100)),
+		httplimit.WithKey(httplimit.Header("X-API-Key")))
+	h := mw.Handler(hi)
+	fmt.Println(send(h, "203.0.113.7:5000", "/", "X-API-Key", "alice-secret").Code)
+	w := send(h, "203.0.113.7:5000", "/") // no key
+	fmt.Println(w.Code, w.Body.String())
+	// Output:
+	// 200
+	// 400 {"type":"about:blank","title":"Bad Request","status":400,"detail":"The request does not identify a client for rate limiting."}
+}
+
+func ExampleFirstOf() {
+	ip, _ := httplimit.ClientIP(httplimit.IPConfig{})
+	key := httplimit.FirstOf(httplimit.Header("X-API-Key"), ip)
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.RemoteAddr = "203.0.113.7:5000"
+	k, _ := key(r)
+	fmt.Println(k)
+	r.Header.Set("X-API-Key", "alice-secret")
+	k, _ = key(r)
+	fmt.Println(k)
+	// Output:
+	// ip:203.0.113.7
+	// hdr:X-Api-Key:0c848abb03307b06cf70cd4e29c157dc
+}
+
+// Per route and client: the key joins the ServeMux pattern and the address.
+func ExampleJoin() {
+	ip, _ := httplimit.ClientIP(httplimit.IPConfig{})
+	mw, _ := httplimit.New(exampleLimiter(),
+		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}),
+		httplimit.WithKey(httplimit.Join(httplimit.Pattern, ip)),
+		httplimit.WithOnLimit(func(_ *http.Request, info httplimit.Info) { fmt.Println("limited:", info.Key) }))
+	mux := http.NewServeMux()
+	mux.Handle("GET /items/{id}", mw.Handler(hi))
+	mux.Handle("GET /users/{id}", mw.Handler(hi))
+	for _, path := range []string{"/items/1", "/items/2", "/users/1"} {
+		fmt.Println(path, send(mux, "203.0.113.7:5000", path).Code)
+	}
+	// Output:
+	// /items/1 200
+	// limited: default|route:GET /items/{id}|ip:203.0.113.7
+	// /items/2 429
+	// /users/1 200
+}
+
+// A global limit: every client shares one budget.
+func ExampleStatic() {
+	mw, _ := httplimit.New(exampleLimiter(),
+		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 2, Period: time.Minute}),
+		httplimit.WithKey(httplimit.Static("all")))
+	h := mw.Handler(hi)
+	for _, remote := range []string{"203.0.113.1:1", "203.0.113.2:1", "203.0.113.3:1"} {
+		fmt.Println(send(h, remote, "/").Code)
+	}
+	// Output:
+	// 200
+	// 200
+	// 429
+}
+
+func ExamplePattern() {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /items/{id}", func(w http.ResponseWriter, r *http.Request) {
+		k, _ := httplimit.Pattern(r)
+		fmt.Println(k)
+	})
+	send(mux, "203.0.113.7:5000", "/items/42")
+	// Output:
+	// route:GET /items/{id}
+}
+
+func ExampleWithRule() {
+	fixed := func(n int64) ratewarden.Limit {
+		return ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: n, Period: time.Minute}
+	}
+	mw, _ := httplimit.New(exampleLimiter(),
+		httplimit.WithRule(httplimit.Rule{
+			Name:     "login",
+			Match:    func(r *http.Request) bool { return r.URL.Path == "/login" },
+			Policies: []httplimit.Policy{{Name: "login", Limit: fixed(1)}},
+		}),
+		httplimit.WithLimits(fixed(100)), // everything else
+	)
+	h := mw.Handler(hi)
+	for _, path := range []string{"/login", "/login", "/home"} {
+		w := send(h, "203.0.113.7:5000", path)
+		fmt.Println(path, w.Code, w.Header().Get("RateLimit-Policy"))
+	}
+	// Output:
+	// /login 200 "login";q=1;w=60
+	// /login 429 "login";q=1;w=60
+	// /home 200 "100/1m fixed_window";q=100;w=60
+}
+
+func ExampleWithCost() {
+	mw, _ := httplimit.New(exampleLimiter(),
+		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Minute}),
+		httplimit.WithCost(func(r *http.Request) (int64, error) {
+			if r.URL.Path == "/bulk" {
+				return 5, nil
+			}
+			return 1, nil
+		}))
+	h := mw.Handler(hi)
+	for _, path := range []string{"/bulk", "/one", "/bulk"} {
+		w := send(h, "203.0.113.7:5000", path)
+		fmt.Println(path, w.Code, w.Header().Get("X-RateLimit-Remaining"))
+	}
+	// Output:
+	// /bulk 200 5
+	// /one 200 4
+	// /bulk 429 4
+}
+
+func ExampleWithShadow() {
+	mw, _ := httplimit.New(exampleLimiter(),
+		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}),
+		httplimit.WithShadow(true),
+		httplimit.WithLogger(slog.New(slog.DiscardHandler)),
+		httplimit.WithOnLimit(func(_ *http.Request, info httplimit.Info) {
+			fmt.Println("would have limited", info.Key, "shadow:", info.Shadow)
+		}))
+	h := mw.Handler(hi)
+	for range 2 {
+		fmt.Println(send(h, "203.0.113.7:5000", "/").Code)
+	}
+	// Output:
+	// 200
+	// would have limited default|ip:203.0.113.7 shadow: true
+	// 200
+}
+
+func ExampleWithSkip() {
+	mw, _ := httplimit.New(exampleLimiter(),
+		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}),
+		httplimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }))
+	h := mw.Handler(hi)
+	for _, path := range []string{"/healthz", "/healthz", "/", "/"} {
+		fmt.Println(path, send(h, "203.0.113.7:5000", path).Code)
+	}
+	// Output:
+	// /healthz 200
+	// /healthz 200
+	// / 200
+	// / 429
+}
+
+func ExampleWithHeaders() {
+	mw, _ := httplimit.New(exampleLimiter(),
+		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 5, Period: time.Minute}),
+		httplimit.WithHeaders(httplimit.XRateLimitHeaders))
+	w := send(mw.Handler(hi), "203.0.113.7:5000", "/")
+	for _, name := range []string{"RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+		fmt.Printf("%s: %q\n", name, w.Header().Get(name))
+	}
+	// Output:
+	// RateLimit: ""
+	// X-RateLimit-Limit: "5"
+	// X-RateLimit-Remaining: "4"
+	// X-RateLimit-Reset: "40"
+}
+
+func ExampleWithDeniedHandler() {
+	mw, _ := httplimit.New(exampleLimiter(),
+		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}),
+		httplimit.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, info httplimit.Info) {
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprintf(w, "slow down, retry in %ss", w.Header().Get("Retry-After"))
+		}))
+	h := mw.Handler(hi)
+	send(h, "203.0.113.7:5000", "/")
+	w := send(h, "203.0.113.7:5000", "/")
+	fmt.Println(w.Code, w.Body.String())
+	// Output:
+	// 429 slow down, retry in 40s
+}
+
+// WithErrorHandler answers requests that cannot be decided, here a missing
+// API key, without revealing why internally.
+func ExampleWithErrorHandler() {
+	mw, _ := httplimit.New(exampleLimiter(),
+		httplimit.WithLimits(ratewarden.PerMinute(10)),
+		httplimit.WithKey(httplimit.Header("X-API-Key")),
+		httplimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, "an API key is required", http.StatusUnauthorized)
+		}))
+	w := send(mw.Handler(hi), "203.0.113.7:5000", "/")
+	fmt.Print(w.Code, " ", w.Body.String())
+	// Output:
+	// 401 an API key is required
+}
+
+// With no failure policy around the store, a store error lets the request
+// through by default; WithFailClosed(true) answers 503 instead.
+func ExampleWithFailClosed() {
+	st, _ := memstore.New()
+	_ = st.Close() // every check now fails, as an unreachable Redis would
+	lim, _ := ratewarden.New(st)
+	for _, closed := range []bool{false, true} {
+		mw, _ := httplimit.New(lim, httplimit.WithLimits(ratewarden.PerMinute(10)),
+			httplimit.WithFailClosed(closed), httplimit.WithLogger(slog.New(slog.DiscardHandler)))
+		fmt.Println("fail closed:", closed, "->", send(mw.Handler(hi), "203.0.113.7:5000", "/").Code)
+	}
+	// Output:
+	// fail closed: false -> 200
+	// fail closed: true -> 503
+}
+
+func ExampleWriteProblem() {
+	w := httptest.NewRecorder()
+	httplimit.WriteProblem(w, httplimit.Problem{Type: "about:blank", Title: "Too Many Requests", Status: 429, RetryAfter: 3})
+	fmt.Println(w.Code, w.Header().Get("Content-Type"), strconv.Quote(w.Body.String()))
+	// Output:
+	// 429 application/problem+json "{\"type\":\"about:blank\",\"title\":\"Too Many Requests\",\"status\":429,\"retry_after\":3}\n"
+}
