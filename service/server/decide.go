@@ -47,14 +47,20 @@ func (e *errStore) Unwrap() error { return e.err }
 // unit in turn. A race with another request between the peek and the
 // consume can still deny a later unit after earlier ones consumed: best
 // effort across keys, exact per key.
-func (s *Server) decide(ctx context.Context, units []*unit) error {
-	if len(units) == 1 {
+//
+// denied says the request is denied whatever the units say (a limit of 0
+// applies): the units are only peeked, to report their state.
+func (s *Server) decide(ctx context.Context, units []*unit, denied bool) error {
+	if len(units) == 1 && !denied {
 		return s.run(ctx, units[0], false)
 	}
 	for _, u := range units {
 		if err := s.run(ctx, u, true); err != nil {
 			return err
 		}
+	}
+	if denied {
+		return nil
 	}
 	for _, u := range units {
 		if !u.shadow && !u.allowed() {

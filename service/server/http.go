@@ -205,7 +205,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request, peek bool) 
 	if peek {
 		err = s.run(r.Context(), u, true)
 	} else {
-		err = s.decide(r.Context(), []*unit{u})
+		err = s.decide(r.Context(), []*unit{u}, false)
 	}
 	if err != nil {
 		s.writeError(w, err)

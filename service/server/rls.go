@@ -37,17 +37,17 @@ const (
 
 // evalDesc is the evaluation of one request descriptor.
 type evalDesc struct {
-	kind    int
-	rl      *config.RateLimit // the limit reported as current_limit
-	mult    uint32            // unit_multiplier of an override, else 0
-	label   string            // metrics/header name: rate limit name or descriptor path
-	shadow  bool
-	key     string
-	limit   ratewarden.Limit
-	cost    int64
-	fp      config.FailurePolicy
-	unit    *unit
-	idx     int // index of limit in unit
+	kind   int
+	rl     *config.RateLimit // the limit reported as current_limit
+	mult   uint32            // unit_multiplier of an override, else 0
+	label  string            // metrics/header name: rate limit name or descriptor path
+	shadow bool
+	key    string
+	limit  ratewarden.Limit
+	cost   int64
+	fp     config.FailurePolicy
+	unit   *unit
+	idx    int // index of limit in unit
 }
 
 var rlsUnits = map[string]rlspb.RateLimitResponse_RateLimit_Unit{
@@ -163,8 +163,12 @@ func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) 
 	}
 
 	units := group(evals)
+	zeroDenies := false // a non-shadow requests_per_unit 0 denies the request
+	for i := range evals {
+		zeroDenies = zeroDenies || (evals[i].kind == kindZero && !evals[i].shadow)
+	}
 	if len(units) > 0 {
-		if err := s.decide(ctx, units); err != nil {
+		if err := s.decide(ctx, units, zeroDenies); err != nil {
 			var se *errStore
 			if errors.As(err, &se) {
 				s.log.Warn("store unavailable", "err", err)
