@@ -91,8 +91,11 @@ func slidingWeighted(prev, period, elapsed int64) int64 {
 // slidingWeighted(prev, period, e) <= budget (budget >= 0, prev > 0).
 func slidingFirst(prev, period, budget int64) int64 {
 	e := period - int64(math.Floor(float64(budget)*float64(period)/float64(prev)))
-	if e < 0 {
-		e = 0
+	// The float estimate is within a few µs of the answer; settle it
+	// exactly in both directions.
+	e = min(max(e, 0), period)
+	for e > 0 && slidingWeighted(prev, period, e-1) <= budget {
+		e--
 	}
 	for e < period && slidingWeighted(prev, period, e) > budget {
 		e++
@@ -171,8 +174,10 @@ func TokenBucket(tat int64, now int64, p Params, n int64, consume bool) (int64, 
 	} else {
 		diff := t - now
 		r := int64(math.Ceil(float64(diff) - float64(p.Capacity-n)*float64(p.Period)/float64(p.Rate)))
-		if r < 1 {
-			r = 1
+		// Settle the float estimate exactly, in both directions.
+		r = min(max(r, 1), diff)
+		for r > 1 && float64(n) <= gcraFree(diff-(r-1), p) {
+			r--
 		}
 		for r < diff && float64(n) > gcraFree(diff-r, p) {
 			r++

@@ -74,7 +74,8 @@ end
 -- algo.slidingFirst
 local function first(prev, P, budget)
   local e = P - floor(budget * P / prev)
-  if e < 0 then e = 0 end
+  if e < 0 then e = 0 elseif e > P then e = P end
+  while e > 0 and weighted(prev, P, e - 1) <= budget do e = e - 1 end
   while e < P and weighted(prev, P, e) > budget do e = e + 1 end
   return e
 end
@@ -152,7 +153,8 @@ local function token_bucket(j, key, P, rate, cap, n, consume)
   else
     local diff = t - now
     local r = ceil(diff - (cap - n) * P / rate)
-    if r < 1 then r = 1 end
+    if r < 1 then r = 1 elseif r > diff then r = diff end
+    while r > 1 and n <= free(diff - (r - 1), rate, P, cap) do r = r - 1 end
     while r < diff and n > free(diff - r, rate, P, cap) do r = r + 1 end
     retry = r
   end

@@ -7,12 +7,12 @@ import (
 	"github.com/ratewarden/ratewarden"
 )
 
-// TestSlidingWindowRetryAfterLargeValues is a REPORTED BUG in algo.go (found
+// TestSlidingWindowRetryAfterLargeValues was a bug in algo.go (found
 // by TestProperties with more iterations): for large rates and periods,
 // slidingFirst's starting estimate P − floor(budget·P/prev) is computed in
 // float64 and can overshoot the true first instant, and slidingFirst only
 // searches upwards, so RetryAfter comes out too long: the request is already
-// admitted at now+RetryAfter−1µs. It fails until slidingFirst also walks
+// admitted at now+RetryAfter−1µs. It failed until slidingFirst also walked
 // down while slidingWeighted(prev, period, e−1) <= budget (the Lua script
 // must mirror that).
 func TestSlidingWindowRetryAfterLargeValues(t *testing.T) {
@@ -35,10 +35,10 @@ func TestSlidingWindowRetryAfterLargeValues(t *testing.T) {
 	}
 }
 
-// TestTokenBucketRetryAfterLargeValues is the same REPORTED BUG in
+// TestTokenBucketRetryAfterLargeValues was the same bug in
 // TokenBucket: the starting estimate ceil(diff − (Capacity−n)·P/Rate) can
-// overshoot in float64 and the search only goes up. It fails until
-// TokenBucket also walks r down while
+// overshoot in float64 and the search only went up. It failed until
+// TokenBucket also walked r down while
 // float64(n) <= gcraFree(diff−(r−1), p) (r > 1), mirrored in Lua.
 func TestTokenBucketRetryAfterLargeValues(t *testing.T) {
 	l := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 5980, Period: 25656170799 * time.Millisecond, Burst: 9000}
