@@ -12,7 +12,7 @@
 // The suite drives the Store through a ratewarden.Limiter (and directly,
 // for multi-limit peeks), for all four algorithms. It works both with a
 // fake clock and with real time (Redis): time-based subtests use periods of
-// one second or less, add a small margin to every wait and align window
+// half a second, add a small margin to every wait and align window
 // tests to the store's own window boundary; counting subtests use periods
 // of about an hour, chosen so that no window boundary of the store's clock
 // falls inside the test. Subtests run in parallel; each gets its own
@@ -42,6 +42,10 @@ type Subject struct {
 	// moves exactly d, a store on real time (Redis) sleeps d.
 	Advance func(d time.Duration)
 }
+
+// shortPeriod is the period of time-based subtests: short enough to keep
+// real sleeps small, long enough for a few round trips on a busy machine.
+const shortPeriod = 500 * time.Millisecond
 
 // margin is added to waits so that a store on real time is past the
 // instant it named; with a fake clock it is just a little extra time.
@@ -209,11 +213,12 @@ func (e *env) align(t *testing.T, p time.Duration) {
 	e.Advance(e.untilBoundary(t, p) + margin)
 }
 
-// short returns a limit of alg with the given rate per second, aligned to a
-// fresh window: the test then has about a second before the boundary.
+// short returns a limit of alg with the given rate per shortPeriod,
+// aligned to a fresh window: the test then has almost a whole period
+// before the boundary.
 func (e *env) short(t *testing.T, alg ratewarden.Algorithm, rate int64) ratewarden.Limit {
 	t.Helper()
-	l := ratewarden.Limit{Algorithm: alg, Rate: rate, Period: time.Second}
+	l := ratewarden.Limit{Algorithm: alg, Rate: rate, Period: shortPeriod}
 	if alg == ratewarden.FixedWindow || alg == ratewarden.SlidingWindow {
 		e.align(t, l.Period)
 	}
@@ -312,7 +317,7 @@ func testRetryAfter(t *testing.T, e *env, alg ratewarden.Algorithm) {
 	e.allowN(t, k, l, 1)
 	r := e.allowN(t, k, l, 1)
 	if r.Allowed {
-		t.Fatalf("third of 2/1s allowed: %+v", r)
+		t.Fatalf("third of %v allowed: %+v", l, r)
 	}
 	// A sliding window may need the rest of this window and part of the
 	// next; the others at most one period.
@@ -539,13 +544,13 @@ func testConcurrent(t *testing.T, e *env, alg ratewarden.Algorithm) {
 }
 
 func testFixedRollover(t *testing.T, e *env) {
-	l := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 2, Period: time.Second}
+	l := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 2, Period: shortPeriod}
 	e.align(t, l.Period)
 	k := e.key("k")
 	e.allowN(t, k, l, 2)
 	r := e.allowN(t, k, l, 1)
 	if r.Allowed {
-		t.Fatalf("third of 2/1s allowed: %+v", r)
+		t.Fatalf("third of %v allowed: %+v", l, r)
 	}
 	if r.RetryAfter != r.ResetAfter || r.RetryAfter > l.Period-margin {
 		t.Fatalf("RetryAfter %v, ResetAfter %v: want both the time to the window end (< %v)", r.RetryAfter, r.ResetAfter, l.Period-margin)
