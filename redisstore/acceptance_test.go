@@ -331,34 +331,59 @@ func TestAcceptance_ScriptFlushAndRestart(t *testing.T) {
 	}
 	t.Logf("%d calls, 25 flushes, no errors", calls.Load())
 
-	// Restart: while the server is down, errors wrap ErrStoreUnavailable;
-	// once it is back (empty, scripts gone), calls succeed after at most
-	// the reconnect, then never fail.
+	// Restart under traffic: while the server is down, calls fail with
+	// ErrStoreUnavailable; a call that starts after the restarted server
+	// answers PING (empty: data and scripts gone) must succeed.
+	var upAt atomic.Int64 // UnixNano when the restarted server answered
+	var downErrs, lateErrs, lateOK atomic.Int64
+	var lateErr atomic.Value
+	stop = make(chan struct{})
+	for i := range 12 {
+		l := lims[i%len(lims)]
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now().UnixNano()
+				_, err := l.Allow(bg, "restart", lim)
+				up := upAt.Load()
+				switch {
+				case err != nil && !errors.Is(err, ratewarden.ErrStoreUnavailable):
+					lateErrs.Add(1)
+					lateErr.CompareAndSwap(nil, err)
+				case err != nil && up != 0 && start > up:
+					lateErrs.Add(1)
+					lateErr.CompareAndSwap(nil, err)
+				case err != nil:
+					downErrs.Add(1)
+					time.Sleep(5 * time.Millisecond)
+				case up != 0 && start > up:
+					lateOK.Add(1)
+				}
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
 	srv.Kill()
-	for _, l := range lims {
-		if _, err := l.Allow(bg, "restart", lim); !errors.Is(err, ratewarden.ErrStoreUnavailable) {
-			t.Fatalf("server down: %v, want ErrStoreUnavailable", err)
-		}
-	}
+	time.Sleep(200 * time.Millisecond)
 	srv.Restart(t)
-	for i, l := range lims {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			_, err := l.Allow(bg, "restart", lim)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("limiter %d: still failing 10s after restart: %v", i, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		for range 100 {
-			if _, err := l.Allow(bg, "restart", lim); err != nil {
-				t.Fatalf("limiter %d: failed after recovering: %v", i, err)
-			}
-		}
+	upAt.Store(time.Now().UnixNano())
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if downErrs.Load() == 0 {
+		t.Fatal("no call saw the outage")
 	}
+	if n := lateErrs.Load(); n != 0 {
+		t.Fatalf("%d calls failed after the server was back; first: %v", n, lateErr.Load())
+	}
+	if lateOK.Load() == 0 {
+		t.Fatal("no call succeeded after the restart")
+	}
+	t.Logf("restart: %d calls failed while down, %d succeeded after", downErrs.Load(), lateOK.Load())
 }
 
 // TestAcceptance_MultiLimitAllOrNothing: a per-second and a per-hour limit
