@@ -41,7 +41,8 @@ type Rule struct {
 const DefaultRuleName = "default"
 
 // Info describes one decision the middleware made. Handlers and callbacks
-// must not retain it after they return.
+// must not modify it (Policies is shared by all requests of the rule) nor
+// retain it after they return.
 type Info struct {
 	// Rule is the name of the rule that matched.
 	Rule string

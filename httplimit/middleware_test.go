@@ -542,3 +542,7 @@ func TestDegradedResultsAreHonoured(t *testing.T) {
 		})
 	}
 }
+
+// Handler has the standard middleware shape that chi's Use and other
+// routers take.
+var _ func(http.Handler) http.Handler = (*httplimit.Middleware)(nil).Handler
