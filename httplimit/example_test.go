@@ -357,3 +357,122 @@ func ExampleWriteProblem() {
 	// Output:
 	// 429 application/problem+json "{\"type\":\"about:blank\",\"title\":\"Too Many Requests\",\"status\":429,\"retry_after\":3}\n"
 }
+
+// Several limits are checked together: a request denied by one consumes
+// nothing from the others.
+func ExampleWithLimits() {
+	mw, _ := httplimit.New(exampleLimiter(), httplimit.WithLimits(
+		ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute},
+		ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 100, Period: time.Hour},
+	))
+	h := mw.Handler(hi)
+	for range 2 {
+		w := send(h, "203.0.113.7:5000", "/")
+		fmt.Println(w.Code, w.Header().Get("RateLimit"))
+	}
+	// Output:
+	// 200 "1/1m fixed_window";r=0;t=40, "100/1h fixed_window";r=99;t=3580
+	// 429 "1/1m fixed_window";r=0;t=40, "100/1h fixed_window";r=99;t=3580
+}
+
+func ExampleWithPolicies() {
+	mw, _ := httplimit.New(exampleLimiter(), httplimit.WithPolicies(
+		httplimit.Policy{Name: "default", Limit: ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 100, Period: time.Minute}},
+	))
+	w := send(mw.Handler(hi), "203.0.113.7:5000", "/")
+	fmt.Println(w.Header().Get("RateLimit-Policy"))
+	fmt.Println(w.Header().Get("RateLimit"))
+	// Output:
+	// "default";q=100;w=60
+	// "default";r=99;t=40
+}
+
+func ExampleWithKey() {
+	ip, _ := httplimit.ClientIP(httplimit.IPConfig{IPv4Prefix: 24}) // a /24 shares one budget
+	mw, _ := httplimit.New(exampleLimiter(),
+		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}),
+		httplimit.WithKey(ip))
+	h := mw.Handler(hi)
+	fmt.Println(send(h, "203.0.113.1:5000", "/").Code)
+	fmt.Println(send(h, "203.0.113.2:5000", "/").Code)
+	fmt.Println(send(h, "198.51.100.1:5000", "/").Code)
+	// Output:
+	// 200
+	// 429
+	// 200
+}
+
+func ExampleWithOnLimit() {
+	mw, _ := httplimit.New(exampleLimiter(),
+		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}),
+		httplimit.WithOnLimit(func(r *http.Request, info httplimit.Info) {
+			b := info.Decision.Binding()
+			fmt.Printf("%s %s over %v, retry after %v\n", r.Method, info.Key, b.Limit, b.RetryAfter)
+		}))
+	h := mw.Handler(hi)
+	send(h, "203.0.113.7:5000", "/")
+	send(h, "203.0.113.7:5000", "/")
+	// Output:
+	// GET default|ip:203.0.113.7 over 1/1m fixed_window, retry after 40s
+}
+
+// The logger hears of store errors (at most one line a second) and of
+// requests shadow mode let through.
+func ExampleWithLogger() {
+	log := slog.New(slog.NewTextHandler(exampleStdout{}, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // deterministic output
+			}
+			return a
+		},
+	}))
+	mw, _ := httplimit.New(exampleLimiter(),
+		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}),
+		httplimit.WithShadow(true), httplimit.WithLogger(log))
+	h := mw.Handler(hi)
+	send(h, "203.0.113.7:5000", "/")
+	send(h, "203.0.113.7:5000", "/")
+	// Output:
+	// level=INFO msg="httplimit: shadow mode: request over the limit passed" rule=default key=default|ip:203.0.113.7 policy="1/1m fixed_window"
+}
+
+type exampleStdout struct{}
+
+func (exampleStdout) Write(p []byte) (int, error) { fmt.Print(string(p)); return len(p), nil }
+
+// ProblemDenied can be wrapped to add to the default rejection.
+func ExampleProblemDenied() {
+	mw, _ := httplimit.New(exampleLimiter(),
+		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}),
+		httplimit.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, info httplimit.Info) {
+			w.Header().Set("Link", `</docs/limits>; rel="help"`)
+			httplimit.ProblemDenied(w, r, info)
+		}))
+	h := mw.Handler(hi)
+	send(h, "203.0.113.7:5000", "/")
+	w := send(h, "203.0.113.7:5000", "/")
+	fmt.Println(w.Code, w.Header().Get("Link"))
+	// Output:
+	// 429 </docs/limits>; rel="help"
+}
+
+func ExampleProblemError() {
+	for _, err := range []error{
+		fmt.Errorf("no API key: %w", ratewarden.ErrInvalidKey),
+		fmt.Errorf("redis: dial 10.1.2.3:6379: connection refused: %w", ratewarden.ErrStoreUnavailable),
+	} {
+		w := httptest.NewRecorder()
+		httplimit.ProblemError(w, httptest.NewRequest(http.MethodGet, "/", nil), err)
+		fmt.Print(w.Code, " ", w.Body.String())
+	}
+	// Output:
+	// 400 {"type":"about:blank","title":"Bad Request","status":400,"detail":"The request does not identify a client for rate limiting."}
+	// 503 {"type":"about:blank","title":"Service Unavailable","status":503,"detail":"Rate limiting is temporarily unavailable."}
+}
+
+func ExampleForwardHeader_String() {
+	fmt.Println(httplimit.XForwardedFor, httplimit.Forwarded, httplimit.XRealIP)
+	// Output:
+	// X-Forwarded-For Forwarded X-Real-IP
+}
