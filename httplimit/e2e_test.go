@@ -1,6 +1,7 @@
 package httplimit_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -237,5 +238,31 @@ func TestEndToEndReplicasShareOneRedisConcurrently(t *testing.T) {
 	}
 	if counts[http.StatusOK] != 100 || counts[http.StatusTooManyRequests] != 200 || len(counts) != 2 {
 		t.Errorf("statuses %v, want exactly 100 × 200 and 200 × 429", counts)
+	}
+}
+
+// A client that hangs up while Redis is asked gets nothing more: the
+// handler does not run and no store failure is logged.
+func TestCanceledRequestIsDropped(t *testing.T) {
+	srv := testredis.Start(t)
+	l, err := ratewarden.New(newRedisStore(t, srv.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, logBuf := newLogger()
+	next := new(ok)
+	h := mustNew(t, l, httplimit.WithLimits(perMinute), httplimit.WithLogger(log)).Handler(next)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ctx)
+	r.RemoteAddr = client
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if next.calls() != 0 || w.Body.Len() != 0 || logBuf.String() != "" {
+		t.Errorf("canceled request: next called %d times, body %q, log %q", next.calls(), w.Body.String(), logBuf.String())
+	}
+	// A live request on the same middleware is decided by Redis as usual.
+	if w := get(h, client, "/", nil); w.Code != http.StatusOK || w.Header().Get("X-RateLimit-Remaining") != "99" {
+		t.Errorf("live request: %d %v", w.Code, w.Header())
 	}
 }

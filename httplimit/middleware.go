@@ -314,6 +314,11 @@ func (m *Middleware) match(r *http.Request) *rule {
 // one a second, counting the ones left out, so an outage does not flood the
 // log.
 func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next http.Handler, key string, err error) {
+	if r.Context().Err() != nil {
+		// The client went away while the store was asked: nobody waits for
+		// a response, and the store is not to blame.
+		return
+	}
 	n := m.storeErrs.Add(1)
 	now := m.now().UnixNano()
 	last := m.lastStoreLog.Load()
