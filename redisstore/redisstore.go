@@ -197,7 +197,13 @@ func (s *Store) appendCheck(c *call, req *ratewarden.Request) {
 // unavailable wraps a backend error with ErrStoreUnavailable and, when the
 // caller's context is done, with its error too.
 func unavailable(ctx context.Context, op string, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+	cerr := ctx.Err()
+	if d, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(d) {
+		// A client that puts the deadline on the socket (go-redis) can
+		// report its i/o timeout a moment before the context's own timer.
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
 		return fmt.Errorf("redisstore: %s: %w: %w (%v)", op, ratewarden.ErrStoreUnavailable, cerr, err)
 	}
 	return fmt.Errorf("redisstore: %s: %w: %w", op, ratewarden.ErrStoreUnavailable, err)
