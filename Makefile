@@ -29,3 +29,14 @@ redis:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# run: the service on the in-memory store (single node) with the example
+# config: HTTP API on :8080, Envoy's gRPC rate limit service on :8081.
+# RATEWARDEN_REDIS_URL=redis://127.0.0.1:6379 make run shares limits in Redis.
+.PHONY: run build
+run:
+	cd service && $(GO) run ./cmd/ratewarden serve --config ../examples/config/ratewarden.yaml
+
+# build: the ratewarden binary in bin/.
+build:
+	cd service && $(GO) build -o ../bin/ratewarden ./cmd/ratewarden

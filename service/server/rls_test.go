@@ -9,8 +9,11 @@ import (
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -224,4 +227,46 @@ func TestGRPCHealth(t *testing.T) {
 		r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: rlspb.RateLimitService_ServiceDesc.ServiceName})
 		return err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING
 	})
+}
+
+// TestGRPCReflection: grpcurl-style clients discover the service and its
+// message types without .proto files.
+func TestGRPCReflection(t *testing.T) {
+	s := start(t, memBackend(t), server.WithConfig(parseConfig(t, httpPolicies)))
+	conn, err := grpc.NewClient(s.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []*reflectionpb.ServerReflectionRequest{
+		{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}},
+		{MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: "envoy.service.ratelimit.v3.RateLimitService"}},
+	} {
+		if err := stream.Send(req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := resp.GetErrorResponse(); e != nil {
+			t.Fatalf("reflection error: %v", e)
+		}
+		if ls := resp.GetListServicesResponse(); ls != nil {
+			found := false
+			for _, sv := range ls.GetService() {
+				found = found || sv.GetName() == "envoy.service.ratelimit.v3.RateLimitService"
+			}
+			if !found {
+				t.Errorf("services %v", ls.GetService())
+			}
+		}
+	}
+	_ = stream.CloseSend()
 }

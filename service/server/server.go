@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/reflection"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -456,8 +457,10 @@ func (s *Server) Run(ctx context.Context, httpAddr, grpcAddr string, grace time.
 	return s.Shutdown(sctx)
 }
 
-// RegisterGRPC registers the rate limit service and gRPC health on g.
+// RegisterGRPC registers the rate limit service, gRPC health and server
+// reflection (so grpcurl needs no .proto files) on g.
 func (s *Server) RegisterGRPC(g *grpc.Server) {
 	rlspb.RegisterRateLimitServiceServer(g, &rls{s: s})
 	healthpb.RegisterHealthServer(g, s.health)
+	reflection.Register(g)
 }
