@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,6 +183,8 @@ func genStep(r *rand.Rand, now int64, limits []ratewarden.Limit) (int64, int64, 
 	return now, n, r.IntN(5) == 0
 }
 
+var runs atomic.Int64
+
 // runDifferential runs steps checks of one random sequence through algo and
 // the script and fails at the first difference in a result or the state.
 func runDifferential(t *testing.T, c rueidis.Client, s *Store, ev *atEval, seed uint64, steps int) {
@@ -189,7 +192,7 @@ func runDifferential(t *testing.T, c rueidis.Client, s *Store, ev *atEval, seed 
 	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	limits := genLimits(r)
 	m := newModel(limits)
-	key := fmt.Sprintf("diff:%d", seed)
+	key := fmt.Sprintf("diff:%d:%d", seed, runs.Add(1)) // a fresh key: fuzzing repeats seeds
 	// Instants start ahead of the real clock (and only grow), so the
 	// expiries the script sets lie in Redis' future and keys stay readable.
 	now := time.Now().Add(time.Hour).UnixMicro() + r.Int64N(1e12)

@@ -19,8 +19,9 @@ const MaxKeyLen = 256
 //	<prefix>{<tag>}:<algorithm>:<period>
 //
 // where tag is key itself, or "#" and the hex of the first 16 bytes of
-// key's SHA-256 when key is longer than MaxKeyLen, contains '{' or '}', or
-// starts with '#' (so a hashed tag never equals a caller's key).
+// key's SHA-256 when key is longer than MaxKeyLen, contains '{' or '}',
+// starts with '#' (so a hashed tag never equals a caller's key) or is empty
+// (which the Limiter rejects anyway).
 func (s *Store) Key(key string, limit ratewarden.Limit) string {
 	var c call
 	return s.key(&c, key, s.enc.get(limit))
@@ -38,7 +39,7 @@ func (s *Store) key(c *call, key string, e *limitEnc) string {
 
 // appendTag appends the hash tag content for key.
 func appendTag(b []byte, key string) []byte {
-	if len(key) <= MaxKeyLen && (key == "" || key[0] != '#') && !strings.ContainsAny(key, "{}") {
+	if key != "" && len(key) <= MaxKeyLen && key[0] != '#' && !strings.ContainsAny(key, "{}") {
 		return append(b, key...)
 	}
 	sum := sha256.Sum256([]byte(key))

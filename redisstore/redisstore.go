@@ -208,3 +208,5 @@ func unavailable(ctx context.Context, op string, err error) error {
 	}
 	return fmt.Errorf("redisstore: %s: %w: %w", op, ratewarden.ErrStoreUnavailable, err)
 }
+
+var _ ratewarden.Store = (*Store)(nil)
