@@ -135,6 +135,8 @@ func TestCheckValidatesBeforeRedis(t *testing.T) {
 		{ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{{Rate: 1}}, Cost: 1}, ratewarden.ErrInvalidLimit},
 		{ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{ratewarden.PerSecond(1)}, Cost: 2}, ratewarden.ErrInvalidCost},
 		{ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{ratewarden.PerSecond(1), ratewarden.PerSecond(2)}, Cost: 1}, ratewarden.ErrInvalidLimit},
+		// Valid, but a full bucket takes 10^12 × 366 days to refill.
+		{ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: ratewarden.MaxPeriod, Burst: ratewarden.MaxRate}}, Cost: 1}, ratewarden.ErrInvalidLimit},
 	} {
 		if err := s.Check(bg, &tc.req, res[:len(tc.req.Limits)]); !errors.Is(err, tc.want) || !strings.HasPrefix(err.Error(), "redisstore: ") {
 			t.Errorf("%+v: %v, want %v", tc.req, err, tc.want)
