@@ -131,9 +131,12 @@ func startClusterNode(bin, dir string) (*Server, error) {
 }
 
 // serverArgs is the command line every redis-server here starts with: a
-// loopback port, no persistence, logs in dir.
+// loopback port, no persistence, logs in dir, and a replica's full sync
+// starting at once (not after the default 5 s of waiting for more
+// replicas).
 func serverArgs(port int, dir string) []string {
 	return []string{
+		"--repl-diskless-sync-delay", "0",
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -374,6 +377,12 @@ func (c *Cluster) WaitHealthy(timeout time.Duration) error {
 
 func (c *Cluster) healthy() error {
 	var want []string // the running primaries, as the first node sees them
+	running := 0
+	for _, s := range c.Nodes {
+		if s.Running() {
+			running++
+		}
+	}
 	for _, s := range c.Nodes {
 		if !s.Running() {
 			continue
@@ -390,8 +399,14 @@ func (c *Cluster) healthy() error {
 			return err
 		}
 		var prims []string
-		slots := 0
+		slots, seen := 0, 0
 		for _, n := range nodes {
+			if p := c.node(n.Addr); p != nil && p.Running() && !n.Is("fail") && !n.Is("fail?") && !n.Is("handshake") && !n.Is("noaddr") {
+				seen++
+			}
+			if n.Is("myself") && n.Is("master") && len(n.Slots) == 0 {
+				return fmt.Errorf("%s is a primary without slots (not a replica yet)", s.Addr)
+			}
 			if n.Is("master") && len(n.Slots) > 0 {
 				if n.Is("fail") || n.Is("fail?") {
 					return fmt.Errorf("%s sees primary %s as failing", s.Addr, n.Addr)
@@ -413,6 +428,9 @@ func (c *Cluster) healthy() error {
 			}
 		}
 		slices.Sort(prims)
+		if seen != running {
+			return fmt.Errorf("%s sees %d of the %d running nodes as healthy", s.Addr, seen, running)
+		}
 		if slots != 16384 {
 			return fmt.Errorf("%s sees %d slots served by running primaries", s.Addr, slots)
 		}
