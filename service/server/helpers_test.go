@@ -76,6 +76,9 @@ func start(t *testing.T, b server.Backend, opts ...server.Option) *server.Server
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// Connections the client dialed but never used look new to the
+		// server, which waits up to 5 s for their first request: close them.
+		http.DefaultClient.CloseIdleConnections()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := s.Shutdown(ctx); err != nil {

@@ -157,6 +157,13 @@ func TestEnvoyExampleConfig(t *testing.T) {
 		// c4 has 1 left, c6 5: 2 hits fail on c4, so c6 keeps all.
 		wantCodes(t, "c4 + c6", shouldRL(t, c, "edge", 2, desc("client_id", "c4"), desc("client_id", "c6")), over, over, ok)
 		wantCodes(t, "c6 full", shouldRL(t, c, "edge", 5, desc("client_id", "c6")), ok, ok)
+		// More hits than the limit's capacity can never pass, and take nothing.
+		r = shouldRL(t, c, "edge", 6, desc("client_id", "cap"))
+		wantCodes(t, "6 of capacity 5", r, over, over)
+		if r.Statuses[0].GetLimitRemaining() != 5 {
+			t.Errorf("cap remaining %d, want 5", r.Statuses[0].GetLimitRemaining())
+		}
+		wantCodes(t, "cap full", shouldRL(t, c, "edge", 5, desc("client_id", "cap")), ok, ok)
 	})
 	t.Run("same key twice in one request counts both", func(t *testing.T) {
 		wantCodes(t, "dup", shouldRL(t, c, "edge", 3, desc("client_id", "dup"), desc("client_id", "dup")), over, over, over)

@@ -290,6 +290,7 @@ func (s *Server) watch() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
+	lastErr := ""
 	for {
 		select {
 		case <-s.stop:
@@ -301,9 +302,13 @@ func (s *Server) watch() {
 		changed := err == nil && fp != s.fingerprint
 		s.reloadMu.Unlock()
 		if err != nil {
-			s.log.Warn("config watch: cannot read the config files", "err", err)
+			if err.Error() != lastErr { // say it once, not every tick
+				s.log.Warn("config watch: cannot read the config files; keeping the configuration in force", "err", err)
+				lastErr = err.Error()
+			}
 			continue
 		}
+		lastErr = ""
 		if changed {
 			_ = s.Reload() // logged inside
 		}

@@ -140,24 +140,27 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return fail("%v", err)
 	}
-	if *cfgPaths != "" {
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-		done := make(chan struct{})
-		defer close(done)
-		go func() {
-			for {
-				select {
-				case <-hup:
-					log.Info("SIGHUP: reloading the config")
-					_ = srv.Reload() // logged inside
-				case <-done:
-					return
+	// SIGHUP reloads (and must not kill the process, its default action).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				if *cfgPaths == "" {
+					log.Warn("SIGHUP: nothing to reload; the built-in config is in use (give --config)")
+					continue
 				}
+				log.Info("SIGHUP: reloading the config")
+				_ = srv.Reload() // logged inside
+			case <-done:
+				return
 			}
-		}()
-	}
+		}
+	}()
 	if err := srv.Run(ctx, *httpAddr, *grpcAddr, parsed["--shutdown-grace"]); err != nil {
 		return fail("%v", err)
 	}
