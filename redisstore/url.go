@@ -1,0 +1,344 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/redis/rueidis"
+)
+
+// DefaultSentinelRefresh is how often a Sentinel client made by ParseURL
+// checks the sentinels for the current primary, in addition to following
+// their +switch-master events (query parameter sentinel_refresh).
+const DefaultSentinelRefresh = 5 * time.Second
+
+// ParseURL turns a connection URL into a rueidis.ClientOption for New,
+// with client-side caching off (the Store does not use it). The forms:
+//
+//	redis://[[user]:password@]host[:port][,host[:port]...][/db][?param=value...]
+//	rediss://...                     the same over TLS
+//	redis-sentinel://[[user]:password@]host[:port][,host[:port]...]/master-set[/db][?param=value...]
+//	rediss-sentinel://...            the same over TLS (to sentinels and Redis)
+//	unix://[[user]:password@]/path/to/redis.sock[?db=N]
+//
+// One redis:// address may be a standalone server or any node of a
+// Cluster: the client asks it for the cluster's slots and falls back to a
+// single server when cluster mode is off. Several comma-separated addresses
+// (or addr=host:port parameters) are Cluster seed nodes. The default port
+// is 6379, 26379 for sentinels. For Sentinel the hosts are the sentinels
+// and the path names the monitored master set; the client follows
+// failovers.
+//
+// user and password authenticate to Redis (AUTH user password, for ACL
+// users; a password alone authenticates as the default user). Escape
+// reserved characters in them (url.UserPassword does). Sentinels that
+// require their own credentials take sentinel_user and sentinel_password.
+//
+// Parameters (all optional; defaults are rueidis'):
+//
+//	db=N                    database number (standalone and Sentinel; Cluster has only 0)
+//	dial_timeout=5s         connect timeout
+//	write_timeout=10s       a connection with no reply for this long is closed
+//	pipeline_multiplex=N    2^N pipelined connections per Redis node (default 2
+//	                        for standalone and Sentinel, 0 for Cluster; at most 8)
+//	max_flush_delay=0       wait up to this long to batch more commands per write
+//	                        (e.g. 20us: less CPU under load, a little latency)
+//	auto_pipelining=true    false sends each command on a pooled connection instead
+//	pool_size=1024          that pool's size per node (auto_pipelining=false)
+//	shards_refresh=0        Cluster: re-read the slot map this often (0: only on
+//	                        MOVED and connection errors)
+//	sentinel_refresh=5s     Sentinel: re-check the primary this often (0: events only)
+//	client_name=NAME        CLIENT SETNAME, shown by CLIENT LIST
+//	protocol=2              speak RESP2 (default: RESP3 when the server has it)
+//	max_retries=0           do not retry read-only commands on network errors
+//	skip_verify=true        TLS: do not verify the server's certificate (tests only)
+//	addr=host:port          another Cluster seed (repeatable)
+//
+// An unknown parameter, a malformed value or a bad scheme is an error
+// wrapping ratewarden.ErrInvalidConfig that names it; the password never
+// appears in an error.
+//
+// TLS verifies every node's certificate against the system roots, for the
+// name of the first host in the URL (rueidis uses one ServerName for all
+// connections). For a private CA or other names, adjust TLSConfig (and,
+// for Sentinel, Sentinel.TLSConfig) on the returned option before
+// rueidis.NewClient.
+func ParseURL(rawURL string) (rueidis.ClientOption, error) {
+	opt, err := parseURL(rawURL)
+	if err != nil {
+		return rueidis.ClientOption{}, err
+	}
+	return opt, nil
+}
+
+func parseURL(rawURL string) (opt rueidis.ClientOption, err error) {
+	// net/url takes one host only: cut the comma-separated host list out
+	// of the authority and parse the rest with a placeholder host.
+	i := strings.Index(rawURL, "://")
+	if i < 0 {
+		return opt, urlErr("no scheme (want redis://, rediss://, redis-sentinel://, rediss-sentinel:// or unix://)")
+	}
+	hostList, toParse := "", rawURL
+	if !strings.HasPrefix(rawURL, "unix:") {
+		rest := rawURL[i+3:]
+		end := strings.IndexAny(rest, "/?#")
+		if end < 0 {
+			end = len(rest)
+		}
+		userinfo, hosts := "", rest[:end]
+		if at := strings.LastIndex(hosts, "@"); at >= 0 {
+			userinfo, hosts = hosts[:at+1], hosts[at+1:]
+		}
+		hostList, toParse = hosts, rawURL[:i+3]+userinfo+"placeholder"+rest[end:]
+	}
+	u, err := url.Parse(toParse)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL, password included
+		}
+		return opt, urlErr("%v", err)
+	}
+	sentinel := false
+	scheme := u.Scheme
+	switch u.Scheme {
+	case "redis", "rediss":
+	case "redis-sentinel":
+		sentinel, scheme = true, "redis"
+	case "rediss-sentinel":
+		sentinel, scheme = true, "rediss"
+	case "unix":
+		if strings.Contains(u.Host, ",") {
+			return opt, urlErr("unix: one socket path only")
+		}
+	case "":
+		return opt, urlErr("no scheme (want redis://, rediss://, redis-sentinel://, rediss-sentinel:// or unix://)")
+	default:
+		return opt, urlErr("unknown scheme %q (want redis, rediss, redis-sentinel, rediss-sentinel or unix)", u.Scheme)
+	}
+	if u.Opaque != "" {
+		return opt, urlErr("%s: want %s://host...", u.Scheme, u.Scheme)
+	}
+	q := u.Query()
+	for name := range q {
+		if !knownParams[name] {
+			return opt, urlErr("unknown parameter %q", name)
+		}
+	}
+	if q.Has("client_cache") {
+		return opt, urlErr("parameter client_cache: the Store does not use client-side caching; it is always off")
+	}
+
+	// What rueidis.ParseURL reads stays in base; hosts after the first
+	// become addr parameters, and a Sentinel URL's master set moves from
+	// the path to master_set.
+	base := *u
+	base.Scheme = scheme
+	bq := url.Values{}
+	for _, name := range []string{"db", "dial_timeout", "write_timeout", "client_name", "protocol", "max_retries", "skip_verify"} {
+		if vs, ok := q[name]; ok {
+			if len(vs) > 1 {
+				return opt, urlErr("parameter %s given %d times", name, len(vs))
+			}
+			bq[name] = vs
+		}
+	}
+	if u.Scheme != "unix" {
+		defPort := "6379"
+		if sentinel {
+			defPort = "26379"
+		}
+		var hosts []string
+		for h := range strings.SplitSeq(hostList, ",") {
+			addr, err := hostPort(h, defPort)
+			if err != nil {
+				return opt, err
+			}
+			hosts = append(hosts, addr)
+		}
+		for _, a := range q["addr"] {
+			if sentinel {
+				return opt, urlErr("parameter addr: list sentinels as comma-separated hosts")
+			}
+			host, port, err := net.SplitHostPort(a)
+			if err != nil || host == "" {
+				return opt, urlErr("parameter addr: bad address %q (want host:port)", a)
+			}
+			if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+				return opt, urlErr("parameter addr: bad port in %q", a)
+			}
+			hosts = append(hosts, a)
+		}
+		base.Host = hosts[0]
+		bq["addr"] = hosts[1:]
+		if sentinel {
+			path := strings.Trim(u.Path, "/")
+			set, db, _ := strings.Cut(path, "/")
+			if set == "" {
+				return opt, urlErr("redis-sentinel: the path must name the master set (redis-sentinel://host:26379/mymaster)")
+			}
+			if set, err = url.PathUnescape(set); err != nil {
+				return opt, urlErr("master set: %v", err)
+			}
+			bq.Set("master_set", set)
+			base.Path, base.RawPath = "", ""
+			if db != "" {
+				if q.Has("db") {
+					return opt, urlErr("database given both in the path and as db")
+				}
+				bq.Set("db", db)
+			}
+		}
+	}
+	base.RawQuery = bq.Encode()
+	if opt, err = rueidis.ParseURL(base.String()); err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return opt, urlErr("%s", strings.TrimPrefix(err.Error(), "redis: "))
+	}
+	if p := q.Get("protocol"); p != "" && p != "2" && p != "3" {
+		return opt, urlErr("parameter protocol: want 2 or 3, got %q", p)
+	}
+	if r := q.Get("max_retries"); r != "" {
+		if n, err := strconv.Atoi(r); err != nil || n < 0 {
+			return opt, urlErr("parameter max_retries: want an integer >= 0, got %q", r)
+		}
+	}
+	if opt.SelectDB < 0 {
+		return opt, urlErr("database number must be >= 0, got %d", opt.SelectDB)
+	}
+	if opt.TLSConfig == nil && q.Has("skip_verify") {
+		return opt, urlErr("parameter skip_verify needs TLS (rediss:// or rediss-sentinel://)")
+	}
+	opt.DisableCache = true
+
+	if sentinel {
+		opt.Sentinel.Username, opt.Sentinel.Password = q.Get("sentinel_user"), q.Get("sentinel_password")
+		opt.Sentinel.Dialer = opt.Dialer
+		if opt.TLSConfig != nil {
+			opt.Sentinel.TLSConfig = opt.TLSConfig.Clone()
+		}
+		opt.Sentinel.TopologyRefreshInterval = DefaultSentinelRefresh
+	} else if q.Has("sentinel_user") || q.Has("sentinel_password") || q.Has("sentinel_refresh") {
+		return opt, urlErr("sentinel_* parameters need redis-sentinel:// or rediss-sentinel://")
+	}
+	var perr error
+	intParam := func(name string, lo, hi int, set func(int)) {
+		if perr != nil || !q.Has(name) {
+			return
+		}
+		n, err := strconv.Atoi(q.Get(name))
+		if err != nil || n < lo || n > hi {
+			perr = urlErr("parameter %s: want an integer from %d to %d, got %q", name, lo, hi, q.Get(name))
+			return
+		}
+		set(n)
+	}
+	durParam := func(name string, set func(time.Duration)) {
+		if perr != nil || !q.Has(name) {
+			return
+		}
+		d, err := time.ParseDuration(q.Get(name))
+		if err != nil || d < 0 {
+			perr = urlErr("parameter %s: want a duration >= 0 such as 5s or 20us, got %q", name, q.Get(name))
+			return
+		}
+		set(d)
+	}
+	intParam("pipeline_multiplex", 0, rueidis.MaxPipelineMultiplex, func(n int) { opt.PipelineMultiplex = n })
+	intParam("pool_size", 1, 1<<20, func(n int) { opt.BlockingPoolSize = n })
+	durParam("max_flush_delay", func(d time.Duration) { opt.MaxFlushDelay = d })
+	durParam("shards_refresh", func(d time.Duration) { opt.ClusterOption.ShardsRefreshInterval = d })
+	durParam("sentinel_refresh", func(d time.Duration) { opt.Sentinel.TopologyRefreshInterval = d })
+	if perr == nil && q.Has("auto_pipelining") {
+		on, err := strconv.ParseBool(q.Get("auto_pipelining"))
+		if err != nil {
+			perr = urlErr("parameter auto_pipelining: want true or false, got %q", q.Get("auto_pipelining"))
+		}
+		opt.DisableAutoPipelining = !on
+	}
+	if perr != nil {
+		return rueidis.ClientOption{}, perr
+	}
+	return opt, nil
+}
+
+// hostPort returns h as host:port, with defPort when h has no port.
+func hostPort(h, defPort string) (string, error) {
+	if h == "" {
+		return "", urlErr("empty host")
+	}
+	host, port := h, defPort
+	switch {
+	case strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]"): // [v6]
+		host = h[1 : len(h)-1]
+	case strings.HasPrefix(h, "[") || strings.Count(h, ":") == 1: // [v6]:port, host:port
+		var err error
+		if host, port, err = net.SplitHostPort(h); err != nil {
+			return "", urlErr("bad host %q", h)
+		}
+	case strings.Contains(h, ":"):
+		return "", urlErr("bad host %q (put IPv6 addresses in brackets)", h)
+	}
+	if host == "" {
+		return "", urlErr("empty host in %q", h)
+	}
+	if strings.HasPrefix(h, "[") {
+		if _, err := netip.ParseAddr(host); err != nil {
+			return "", urlErr("bad IPv6 address in %q", h)
+		}
+	} else if strings.ContainsFunc(host, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_')
+	}) {
+		return "", urlErr("bad host %q", h)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return "", urlErr("bad port in %q", h)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+var knownParams = map[string]bool{
+	"db": true, "dial_timeout": true, "write_timeout": true, "pipeline_multiplex": true,
+	"max_flush_delay": true, "auto_pipelining": true, "pool_size": true, "shards_refresh": true,
+	"sentinel_refresh": true, "sentinel_user": true, "sentinel_password": true, "client_name": true,
+	"protocol": true, "max_retries": true, "skip_verify": true, "addr": true, "client_cache": true,
+}
+
+func urlErr(format string, args ...any) error {
+	return fmt.Errorf("redisstore: %w: connection URL: %s", ratewarden.ErrInvalidConfig, fmt.Sprintf(format, args...))
+}
+
+// ClientFromURL returns a rueidis client for rawURL (see ParseURL), ready
+// for New. It connects before returning: an unreachable server is an error
+// wrapping ratewarden.ErrStoreUnavailable. Close the client after the last
+// use of the Store.
+func ClientFromURL(rawURL string) (rueidis.Client, error) {
+	opt, err := ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: connect to %s: %w: %w", redacted(rawURL), ratewarden.ErrStoreUnavailable, err)
+	}
+	return c, nil
+}
+
+// redacted is rawURL without its password (rawURL parsed before).
+func redacted(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(url)"
+	}
+	return u.Redacted()
+}
