@@ -1,0 +1,15 @@
+// Package clustertest holds the tests of redisstore on multi-process Redis
+// deployments: a real Redis Cluster of 3 primaries and 3 replicas and a
+// real Sentinel setup (1 primary, 1 replica, 3 sentinels), each started
+// once for the package by TestMain (internal/testredis) on loopback ports
+// and torn down after.
+//
+// The tests prove that the conformance suite passes on both, that callers'
+// keys spread over all primaries while every key of one check shares a
+// slot, that an empty script cache on any primary costs callers nothing,
+// and that a primary killed under load costs no errors with the
+// LocalFallback policy, measuring the degraded window and the
+// over-admission it allows (docs/operations.md).
+//
+// The package has tests only.
+package clustertest
