@@ -3,6 +3,7 @@
 //	ratewarden serve [flags]                 run the HTTP API and Envoy's gRPC rate limit service
 //	ratewarden check [flags] KEY             ask a running server for a decision
 //	ratewarden config validate PATH...       check config files; print every problem
+//	ratewarden demo [flags]                  see why a limit must be shared across replicas
 //
 // Every serve flag has an environment variable (RATEWARDEN_HTTP_ADDR, ...);
 // a flag given on the command line wins. See docs/service.md.
@@ -21,6 +22,7 @@ const usage = `usage:
   ratewarden serve [flags]              run the service (HTTP :8080, gRPC :8081)
   ratewarden check [flags] KEY          ask a running server for a decision
   ratewarden config validate PATH...    validate config files or directories
+  ratewarden demo [flags]               local vs shared limits behind a load balancer, on loopback
 
 Run "ratewarden <command> -h" for the flags of a command.
 `
@@ -48,6 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 			return 2
 		}
 		return validate(args[2:], stdout, stderr)
+	case "demo":
+		return demoCmd(ctx, args[1:], stdout, stderr, stderrIsTerminal())
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
