@@ -51,8 +51,8 @@ func TestClusterFailoverAndRejoin(t *testing.T) {
 
 	// Kill the owner: its replica takes over the slot, and the write
 	// survived (it was replicated before the kill).
-	if _, err := owner.Do("WAIT", "1", "2000"); err != nil {
-		t.Fatal(err)
+	if n, err := owner.Do("WAIT", "1", "5000"); err != nil || n != "1" {
+		t.Fatalf("WAIT 1 = %s, %v: the write did not reach the replica", n, err)
 	}
 	killed := time.Now()
 	owner.Kill()
