@@ -404,8 +404,8 @@ func (c *Cluster) healthy() error {
 			if p := c.node(n.Addr); p != nil && p.Running() && !n.Is("fail") && !n.Is("fail?") && !n.Is("handshake") && !n.Is("noaddr") {
 				seen++
 			}
-			if n.Is("myself") && n.Is("master") && len(n.Slots) == 0 {
-				return fmt.Errorf("%s is a primary without slots (not a replica yet)", s.Addr)
+			if p := c.node(n.Addr); p != nil && p.Running() && n.Is("master") && len(n.Slots) == 0 {
+				return fmt.Errorf("%s sees %s as a primary without slots (not a replica yet)", s.Addr, n.Addr)
 			}
 			if n.Is("master") && len(n.Slots) > 0 {
 				if n.Is("fail") || n.Is("fail?") {
