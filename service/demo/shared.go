@@ -10,9 +10,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -65,7 +65,7 @@ func startShared(ctx context.Context, cfg *Config, rep *Report, cl *cleanup) (*s
 		if err != nil {
 			return nil, err
 		}
-		cl.add(p.stop)
+		cl.add(p.kill)
 		rep.Addrs = append(rep.Addrs, p.addr)
 		rep.RedisPID = p.cmd.Process.Pid
 		sh := &shared{kind: KindRedisServer, redisURL: "redis://" + p.addr, desc: "redis-server on " + p.addr + " (started by the demo)"}
@@ -176,21 +176,17 @@ func (s *shared) naiveCount(ctx context.Context, clientKey string, l ratewarden.
 type redisProc struct {
 	cmd  *exec.Cmd
 	addr string
-	dir  string
 	done chan struct{} // closed when the process has exited and been reaped
 }
 
 // startRedis starts redis-server on a free loopback port, without
-// persistence, and waits until it answers PING. The process dies with
-// this one (Pdeathsig on Linux) and is killed by stop.
+// persistence (it writes no file; its log goes to a small buffer), and
+// waits until it answers PING. The process dies with this one (Pdeathsig
+// on Linux) and is killed by stop.
 func startRedis(ctx context.Context, bin string) (*redisProc, error) {
-	dir, err := os.MkdirTemp("", "ratewarden-demo-redis-")
-	if err != nil {
-		return nil, fmt.Errorf("demo: redis-server: %w", err)
-	}
 	var lastErr error
 	for range 5 { // a free port may be taken before redis-server binds it
-		p, err := tryRedis(ctx, bin, dir)
+		p, err := tryRedis(ctx, bin)
 		if err == nil {
 			return p, nil
 		}
@@ -199,11 +195,10 @@ func startRedis(ctx context.Context, bin string) (*redisProc, error) {
 			break
 		}
 	}
-	_ = os.RemoveAll(dir)
 	return nil, fmt.Errorf("demo: could not start redis-server: %w", lastErr)
 }
 
-func tryRedis(ctx context.Context, bin, dir string) (*redisProc, error) {
+func tryRedis(ctx context.Context, bin string) (*redisProc, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -216,14 +211,16 @@ func tryRedis(ctx context.Context, bin, dir string) (*redisProc, error) {
 		"--appendonly", "no",
 		"--protected-mode", "yes",
 		"--daemonize", "no",
-		"--dir", dir,
-		"--logfile", filepath.Join(dir, "redis.log"),
+		"--dir", os.TempDir(),
+		"--logfile", "",
 	)
+	log := &tailBuffer{max: 2000}
+	cmd.Stdout, cmd.Stderr = log, log
 	setDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &redisProc{cmd: cmd, addr: addr, dir: dir, done: make(chan struct{})}
+	p := &redisProc{cmd: cmd, addr: addr, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		close(p.done)
@@ -235,7 +232,7 @@ func tryRedis(ctx context.Context, bin, dir string) (*redisProc, error) {
 		}
 		select {
 		case <-p.done:
-			return nil, fmt.Errorf("redis-server exited at start: %s", lastLog(dir))
+			return nil, fmt.Errorf("redis-server exited at start: %s", log)
 		case <-ctx.Done():
 			p.kill()
 			return nil, ctx.Err()
@@ -243,7 +240,7 @@ func tryRedis(ctx context.Context, bin, dir string) (*redisProc, error) {
 		}
 		if time.Now().After(deadline) {
 			p.kill()
-			return nil, fmt.Errorf("redis-server on %s did not answer PING within 10s: %s", addr, lastLog(dir))
+			return nil, fmt.Errorf("redis-server on %s did not answer PING within 10s: %s", addr, log)
 		}
 	}
 }
@@ -254,19 +251,27 @@ func (p *redisProc) kill() {
 	<-p.done
 }
 
-// stop kills the server and removes its directory.
-func (p *redisProc) stop() {
-	p.kill()
-	_ = os.RemoveAll(p.dir)
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
 }
 
-func lastLog(dir string) string {
-	b, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-	s := strings.TrimSpace(string(b))
-	if len(s) > 500 {
-		s = s[len(s)-500:]
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
 	}
-	return s
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.b))
 }
 
 func freePort() (int, error) {

@@ -51,6 +51,15 @@ ends, also on Ctrl-C.
 		fs.Usage()
 		return 2
 	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"replicas", *replicas}, {"requests", *requests}, {"concurrency", *concurrency}, {"race-attempts", *attempts}} {
+		if f.v < 1 {
+			fmt.Fprintf(stderr, "demo: --%s must be at least 1, got %d\n", f.name, f.v)
+			return 2
+		}
+	}
 	lim, err := demoLimit(*limitStr, *algorithm)
 	if err != nil {
 		fmt.Fprintf(stderr, "demo: %v\n", err)
@@ -84,34 +93,32 @@ ends, also on Ctrl-C.
 	return 0
 }
 
-// demoLimit parses --limit and applies --algorithm: given alone it sets
-// the algorithm; a --limit naming another one is an error; with neither,
-// the demo's exact default, sliding_log.
+// demoLimit parses --limit with --algorithm: given alone, --algorithm
+// sets the algorithm; a --limit naming another one is an error; with
+// neither, the demo's exact default, sliding_log.
 func demoLimit(limit, algorithm string) (ratewarden.Limit, error) {
-	lim, err := ratewarden.ParseLimit(limit)
-	if err != nil {
-		return lim, fmt.Errorf("--limit: %w", err)
-	}
 	named := ""
 	for _, f := range strings.Fields(limit) {
 		if _, err := ratewarden.ParseAlgorithm(f); err == nil {
 			named = f
 		}
 	}
-	switch {
-	case algorithm == "" && named == "":
-		lim.Algorithm = ratewarden.SlidingLog
-	case algorithm != "" && named != "" && algorithm != named:
-		return lim, fmt.Errorf("--limit says %s but --algorithm says %s", named, algorithm)
-	case algorithm != "":
-		a, err := ratewarden.ParseAlgorithm(algorithm)
-		if err != nil {
-			return lim, fmt.Errorf("--algorithm: %w", err)
+	if algorithm != "" {
+		if _, err := ratewarden.ParseAlgorithm(algorithm); err != nil {
+			return ratewarden.Limit{}, fmt.Errorf("--algorithm: %w", err)
 		}
-		lim.Algorithm = a
 	}
-	if err := lim.Validate(); err != nil {
-		return lim, fmt.Errorf("--limit %q with algorithm %s: %w", limit, lim.Algorithm, err)
+	switch {
+	case algorithm != "" && named != "" && algorithm != named:
+		return ratewarden.Limit{}, fmt.Errorf("--limit %q names %s but --algorithm says %s", limit, named, algorithm)
+	case algorithm != "" && named == "":
+		limit += " " + algorithm
+	case named == "":
+		limit += " " + ratewarden.SlidingLog.String()
+	}
+	lim, err := ratewarden.ParseLimit(limit)
+	if err != nil {
+		return lim, fmt.Errorf("--limit: %w", err)
 	}
 	return lim, nil
 }
