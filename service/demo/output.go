@@ -58,7 +58,7 @@ func printReport(w io.Writer, rep *Report) {
 		}
 	}
 	writeTable(w, rows)
-	fmt.Fprintln(w, "  (admitted per replica; every replica promised the same limit)")
+	fmt.Fprintln(w, "  (replica columns: the requests each replica admitted)")
 	for _, n := range notes {
 		fmt.Fprintln(w, "  note: "+n)
 	}
