@@ -226,7 +226,8 @@ func (c *Config) setDefaults() error {
 // Run runs the demo and writes its report to cfg.Out. It stops early, and
 // cleans up, when ctx is done (Ctrl-C). Whatever happens, every server,
 // connection and process it started is closed when it returns; the Report
-// (non-nil even with an error) says which.
+// says which. It is nil only when cfg is invalid (an error wrapping
+// ratewarden.ErrInvalidConfig or ErrInvalidLimit, before anything starts).
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -250,14 +251,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	var chartErr error // the table is worth printing even when the chart fails
 	if cfg.Chart != "" {
-		if err := writeChart(cfg.Chart, rep); err != nil {
-			return rep, err
+		if chartErr = writeChart(cfg.Chart, rep); chartErr == nil {
+			rep.Chart = cfg.Chart
 		}
-		rep.Chart = cfg.Chart
 	}
 	printReport(cfg.Out, rep)
-	return rep, nil
+	return rep, chartErr
 }
 
 func runLocalShared(ctx context.Context, cfg *Config, rep *Report, sh *shared, id string, cl *cleanup) error {

@@ -643,3 +643,22 @@ func TestDemoRedisServerFailsToStart(t *testing.T) {
 		t.Errorf("report %+v", rep)
 	}
 }
+
+// TestDemoChartUnwritable: the report is printed, and the error returned,
+// when the chart cannot be written.
+func TestDemoChartUnwritable(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	out := &syncBuffer{}
+	cfg := baseConfig(t)
+	cfg.Out = out
+	cfg.LookPath = noRedis
+	cfg.Chart = filepath.Join(t.TempDir(), "no", "such", "dir", "c.svg")
+	rep, err := Run(context.Background(), cfg)
+	assertCleanedUp(t, rep)
+	if err == nil || !strings.Contains(err.Error(), "demo: chart") {
+		t.Fatalf("err = %v, want a chart error", err)
+	}
+	if rep.Chart != "" || strings.Contains(out.String(), "chart:") || !strings.Contains(out.String(), "exactly the limit") {
+		t.Errorf("chart %q; output:\n%s", rep.Chart, out.String())
+	}
+}
