@@ -128,7 +128,7 @@ func genLimits(r *rand.Rand) []ratewarden.Limit {
 				l.Burst = 1 + r.Int64N(min(l.Rate*3, 1000))
 			}
 			// Bound the drain time of a full bucket.
-			for float64(l.Capacity())*float64(l.Period.Microseconds())/float64(l.Rate) > 1e15 {
+			for l.Validate() != nil { // a full bucket must refill within MaxPeriod
 				l.Burst = max(l.Capacity()/2, 1)
 			}
 		default:

@@ -59,9 +59,8 @@
 //   - SlidingWindow: one string "start curr prev"; twice the period.
 //   - TokenBucket: the theoretical arrival time as a string; the time to
 //     refill a full bucket (Capacity × Period / Rate), rounded up to the
-//     millisecond, plus 1 ms. Check rejects a bucket whose refill time
-//     exceeds about 31.7 years (ErrInvalidLimit): its instants would not be
-//     exact in Lua's doubles.
+//     millisecond, plus 1 ms; ratewarden.Limit.Validate bounds it by
+//     ratewarden.MaxPeriod.
 //   - SlidingLog: a sorted set with one member per admitted unit, scored by
 //     its instant; the period plus 1 ms.
 //

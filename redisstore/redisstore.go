@@ -128,11 +128,6 @@ func (s *Store) check(ctx context.Context, req *ratewarden.Request, res []ratewa
 	if err := ratewarden.ValidateRequest(req); err != nil {
 		return 0, fmt.Errorf("redisstore: %w", err)
 	}
-	for i := range req.Limits {
-		if err := representable(req.Limits[i]); err != nil {
-			return 0, err
-		}
-	}
 	if len(res) != len(req.Limits) {
 		return 0, fmt.Errorf("redisstore: %w: res has %d elements for %d limits", ratewarden.ErrInvalidConfig, len(res), len(req.Limits))
 	}
@@ -162,20 +157,6 @@ func (s *Store) check(ctx context.Context, req *ratewarden.Request, res []ratewa
 		}
 	}
 	return out[0], nil
-}
-
-// maxDrain bounds the time a TokenBucket takes to refill from empty (µs,
-// about 31.7 years): the script's instants, now plus that, must stay exact
-// in a Lua double (below 2^53 µs, the year 2255).
-const maxDrain = 1e15
-
-// representable rejects valid limits whose instants the script (and
-// internal/algo) cannot hold exactly.
-func representable(l ratewarden.Limit) error {
-	if l.Algorithm == ratewarden.TokenBucket && float64(l.Capacity())*float64(l.Period.Microseconds())/float64(l.Rate) > maxDrain {
-		return fmt.Errorf("redisstore: %w: burst × period / rate of %v (the time to refill a full bucket) must be at most %v", ratewarden.ErrInvalidLimit, l, time.Duration(maxDrain)*time.Microsecond)
-	}
-	return nil
 }
 
 // Reset implements ratewarden.Store: one DEL of key's state under limits.

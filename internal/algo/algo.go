@@ -148,8 +148,8 @@ func SlidingWindow(s Window, now int64, p Params, n int64, consume bool) (Window
 	return s, o
 }
 
-// gcraFits reports whether n more units fit a bucket whose theoretical
-// arrival time is diff µs ahead of now.
+// gcraFree is the number of units (fractional) still free in a bucket
+// whose theoretical arrival time is diff µs ahead of now.
 func gcraFree(diff int64, p Params) float64 {
 	return float64(p.Capacity) - float64(diff)*float64(p.Rate)/float64(p.Period)
 }

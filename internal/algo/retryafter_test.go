@@ -41,12 +41,12 @@ func TestSlidingWindowRetryAfterLargeValues(t *testing.T) {
 // TokenBucket also walked r down while
 // float64(n) <= gcraFree(diff−(r−1), p) (r > 1), mirrored in Lua.
 func TestTokenBucketRetryAfterLargeValues(t *testing.T) {
-	l := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 5980, Period: 25656170799 * time.Millisecond, Burst: 9000}
+	l := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 42816, Period: 27808098717 * time.Millisecond, Burst: 43806}
 	if err := l.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	p := FromLimit(l)
-	const tat, now, n = 2392212732060469, 2360226254992644, 6628
+	const tat, now, n = 2375176602287614, 2360226254992644, 37644
 	_, o := TokenBucket(tat, now, p, n, false)
 	if o.Allowed {
 		t.Fatalf("admitted now: %+v", o)
