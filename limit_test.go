@@ -31,6 +31,7 @@ func TestValidate(t *testing.T) {
 		{"burst on fixed_window", ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: sec, Burst: 2}, "burst applies only to token_bucket, got burst 2 with fixed_window"},
 		{"burst too big", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: sec, Burst: ratewarden.MaxRate + 1}, "burst must be <= 1000000000000, got 1000000000001"},
 		{"token_bucket rate per µs", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1001, Period: time.Millisecond}, "rate of a token_bucket limit must be at most one per microsecond, got 1001 per 1ms"},
+		{"token_bucket refill time", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: time.Hour, Burst: 8785}, "burst × period / rate of a token_bucket limit (the time to refill a full bucket) must be at most 8784h0m0s, got burst 8785, 1 per 1h0m0s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
