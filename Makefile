@@ -28,7 +28,7 @@ staticcheck:
 # redis: the tests start their own redis-server processes; make sure the
 # binary is there (CI machines start without it).
 redis:
-	@command -v redis-server >/dev/null 2>&1 || ./scripts/install-redis.sh
+	@./scripts/install-redis.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
