@@ -1,0 +1,301 @@
+// Package denycache spares the store the requests of clients that are over
+// their limit: a ratewarden.Store decorator that remembers, on this replica,
+// every denial the store made and answers further checks of the same key
+// and limit locally until the denial's RetryAfter has passed.
+//
+//	redis, _ := redisstore.New(client)
+//	st, _ := denycache.New(redis)
+//	lim, _ := ratewarden.New(st)
+//
+// # Exactness
+//
+// The cache only ever denies, and only what the store would deny too:
+//
+//   - A denial of cost n for a limit says that n, and any larger cost, cannot
+//     pass until RetryAfter if nothing else changes; other requests only
+//     consume more. So an entry answers checks of cost >= n, and a smaller
+//     cost goes to the store.
+//   - A cost of 0 is never answered from the cache (the store admits it and
+//     reports the state).
+//   - An entry belongs to a key, a limit scope (algorithm and period) and the
+//     limit's Rate and Burst: a check with another rate goes to the store.
+//   - In a multi-limit check, an entry covering one limit denies the whole
+//     check (all-or-nothing). The covered limits get the cached denial; the
+//     others, whose state was not read, are reported as not denying
+//     (Allowed true) with Remaining 0. Such a check consumes nothing, as
+//     the store's would not.
+//   - Peek is answered from an entry as a check of the same cost is; a
+//     denied Peek is remembered as a denied check is.
+//   - Results from a degraded source (Result.Degraded: a failure policy of
+//     the fallback package) are never remembered.
+//   - Reset through this Store drops the key's entries for those limits, and
+//     a denial that was in flight during a Reset is not remembered.
+//
+// Two things the store may do after a denial cannot be seen from here: a
+// Reset made through another replica (or directly in Redis), and capacity
+// given back to a shared counter (redisstore's leases, on Close). Until
+// the remembered RetryAfter has passed, this replica may then keep denying
+// a key that the store would admit again. It never admits anything the
+// store would deny: every admission comes from the store.
+//
+// # Clock
+//
+// An entry expires at the local monotonic time taken just before the store
+// was called, plus the store's RetryAfter. The store decided at or after
+// that instant, so the entry expires no later than the store's own denial
+// would; RetryAfter is a duration, so a replica whose wall clock disagrees
+// with Redis' makes no difference. (A clock whose rate differs from Redis'
+// by r makes the entry up to r × RetryAfter late.) WithClock injects a
+// clock for tests.
+//
+// # Memory
+//
+// The entries live in a bounded github.com/maypok86/otter/v2 cache
+// (WithMaxEntries, default DefaultMaxEntries), each expiring at its own
+// instant. When full, otter evicts by frequency and recency; an evicted
+// entry only sends its key's next check to the store. The Store starts no
+// goroutines: the cache does its upkeep on the calling goroutines.
+package denycache
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+	"github.com/ratewarden/ratewarden"
+)
+
+// DefaultMaxEntries is the default bound on remembered denials.
+const DefaultMaxEntries = 100_000
+
+// Store is a ratewarden.Store that answers from remembered denials and asks
+// its inner store otherwise. Make one with New; it is safe for concurrent
+// use.
+type Store struct {
+	inner ratewarden.Store
+	now   func() time.Time
+	base  time.Time // the clock's reading at New: entries count from it
+	cache *otter.Cache[entryKey, entry]
+
+	// mu orders remembering a denial against Reset: a denial is stored
+	// under the read lock only if no Reset began since its check started
+	// (gen unchanged); Reset bumps gen and drops entries under the write
+	// lock.
+	mu  sync.RWMutex
+	gen uint64
+}
+
+// entryKey names the state a denial is about: a key under a limit scope.
+type entryKey struct {
+	key    string
+	alg    ratewarden.Algorithm
+	period time.Duration
+}
+
+// entry is one remembered denial: cost or more is denied for limit until
+// until (nanoseconds on the Store's clock since base).
+type entry struct {
+	limit      ratewarden.Limit
+	cost       int64
+	until      int64
+	resetUntil int64
+}
+
+// covers reports whether e denies a check of cost under l at now.
+func (e *entry) covers(l ratewarden.Limit, cost, now int64) bool {
+	return e.limit == l && cost >= e.cost && now < e.until
+}
+
+type config struct {
+	maxEntries int
+	clock      func() time.Time
+}
+
+// Option configures a Store.
+type Option func(*config)
+
+// WithMaxEntries bounds the number of remembered denials (default
+// DefaultMaxEntries); it must be at least 1.
+func WithMaxEntries(n int) Option { return func(c *config) { c.maxEntries = n } }
+
+// WithClock makes the Store read the time from now instead of time.Now, so
+// that tests can move time by hand. It should carry a monotonic reading, as
+// time.Now does; entries expire by now's differences. now must be safe for
+// concurrent use.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+
+// New returns a Store remembering the denials of inner.
+func New(inner ratewarden.Store, opts ...Option) (*Store, error) {
+	if inner == nil {
+		return nil, fmt.Errorf("denycache: inner store must not be nil: %w", ratewarden.ErrInvalidConfig)
+	}
+	c := config{maxEntries: DefaultMaxEntries, clock: time.Now}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("denycache: nil Option: %w", ratewarden.ErrInvalidConfig)
+		}
+		o(&c)
+	}
+	switch {
+	case c.clock == nil:
+		return nil, fmt.Errorf("denycache: clock must not be nil: %w", ratewarden.ErrInvalidConfig)
+	case c.maxEntries < 1:
+		return nil, fmt.Errorf("denycache: max entries must be >= 1, got %d: %w", c.maxEntries, ratewarden.ErrInvalidConfig)
+	}
+	s := &Store{inner: inner, now: c.clock}
+	s.base = s.now()
+	cache, err := otter.New(&otter.Options[entryKey, entry]{
+		MaximumSize: c.maxEntries,
+		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[entryKey, entry]) time.Duration {
+			return time.Duration(e.Value.until - s.nanos())
+		}),
+		Clock:    clock{s},
+		Executor: func(fn func()) { fn() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("denycache: %w: %w", ratewarden.ErrInvalidConfig, err)
+	}
+	s.cache = cache
+	return s, nil
+}
+
+// nanos is the Store's clock in nanoseconds since New.
+func (s *Store) nanos() int64 { return int64(s.now().Sub(s.base)) }
+
+// clock is the Store's clock as otter sees it. It never ticks, so otter
+// starts no clean-up goroutine; expired entries are dropped as they are
+// met and by the upkeep that follows writes.
+type clock struct{ s *Store }
+
+func (c clock) NowNano() int64                    { return c.s.nanos() }
+func (clock) Tick(time.Duration) <-chan time.Time { return nil }
+
+// Len reports the number of remembered denials, including expired ones not
+// yet dropped (an estimate while other calls run).
+func (s *Store) Len() int { return s.cache.EstimatedSize() }
+
+// Check implements ratewarden.Store. It validates req as the Limiter does,
+// answers from a remembered denial that covers the request (Source
+// ratewarden.SourceCache), and otherwise asks the inner store and remembers
+// the denials in its answer.
+func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
+	if req == nil {
+		return fmt.Errorf("denycache: nil request: %w", ratewarden.ErrInvalidConfig)
+	}
+	if err := ratewarden.ValidateRequest(req); err != nil {
+		return fmt.Errorf("denycache: %w", err)
+	}
+	if len(res) != len(req.Limits) {
+		return fmt.Errorf("denycache: %d results for %d limits: %w", len(res), len(req.Limits), ratewarden.ErrInvalidConfig)
+	}
+	if req.Cost == 0 {
+		return s.inner.Check(ctx, req, res)
+	}
+
+	t := s.now()
+	now := int64(t.Sub(s.base))
+	for _, l := range req.Limits {
+		if e, ok := s.cache.GetIfPresent(entryKey{req.Key, l.Algorithm, l.Period}); ok && e.covers(l, req.Cost, now) {
+			s.answer(req, res, now)
+			return nil
+		}
+	}
+	s.mu.RLock()
+	gen := s.gen
+	s.mu.RUnlock()
+	if err := s.inner.Check(ctx, req, res); err != nil {
+		return err
+	}
+	// The store decided at or after t. Count the denial from t rounded
+	// down to its microsecond (stores report whole microseconds), so that
+	// it ends no later than the store's own.
+	s.learn(req, res, now-int64(t.Nanosecond()%1000), gen)
+	return nil
+}
+
+// answer fills res from the entries that cover req (at least one does).
+func (s *Store) answer(req *ratewarden.Request, res []ratewarden.Result, now int64) {
+	for i, l := range req.Limits {
+		e, ok := s.cache.GetIfPresent(entryKey{req.Key, l.Algorithm, l.Period})
+		if ok && e.covers(l, req.Cost, now) {
+			retry := time.Duration(e.until - now)
+			res[i] = ratewarden.Result{
+				Limit:      l,
+				RetryAfter: retry,
+				ResetAfter: max(time.Duration(e.resetUntil-now), retry),
+				Source:     ratewarden.SourceCache,
+			}
+			continue
+		}
+		res[i] = ratewarden.Result{Allowed: true, Limit: l, Source: ratewarden.SourceCache}
+	}
+}
+
+// learn remembers the denials in the inner store's answer res, which it
+// gave to a check that started at start (the Store's clock) when the Reset
+// generation was gen.
+func (s *Store) learn(req *ratewarden.Request, res []ratewarden.Result, start int64, gen uint64) {
+	remember := false
+	for _, r := range res {
+		remember = remember || denial(r)
+	}
+	if !remember {
+		return
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.gen != gen {
+		return // a Reset ran meanwhile: the answer may predate it
+	}
+	for i, l := range req.Limits {
+		r := res[i]
+		if !denial(r) {
+			continue
+		}
+		k := entryKey{req.Key, l.Algorithm, l.Period}
+		e := entry{
+			limit:      l,
+			cost:       req.Cost,
+			until:      start + int64(r.RetryAfter),
+			resetUntil: start + int64(r.ResetAfter),
+		}
+		if old, ok := s.cache.GetIfPresent(k); ok && old.limit == l && old.cost <= e.cost && old.until >= e.until {
+			continue // the old entry says more
+		}
+		s.cache.Set(k, e)
+	}
+}
+
+// denial reports whether r is a denial worth remembering: made by the store
+// (not by a failure policy), with a time to wait.
+func denial(r ratewarden.Result) bool {
+	return !r.Allowed && r.RetryAfter > 0 && !r.Source.Degraded()
+}
+
+// Reset implements ratewarden.Store: it forgets the denials of key under
+// limits and resets them in the inner store. Denials of checks still in
+// flight are not remembered.
+func (s *Store) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
+	if err := ratewarden.ValidateRequest(&ratewarden.Request{Key: key, Limits: limits}); err != nil {
+		return fmt.Errorf("denycache: %w", err)
+	}
+	s.forget(key, limits)
+	err := s.inner.Reset(ctx, key, limits...)
+	// Checks that started before the inner Reset may answer from the state
+	// it removed; bump the generation again so they remember nothing.
+	s.forget(key, limits)
+	return err
+}
+
+func (s *Store) forget(key string, limits []ratewarden.Limit) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gen++
+	for _, l := range limits {
+		s.cache.Invalidate(entryKey{key, l.Algorithm, l.Period})
+	}
+}
+
+var _ ratewarden.Store = (*Store)(nil)

@@ -1,0 +1,130 @@
+package denycache_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/denycache"
+	"github.com/ratewarden/ratewarden/memstore"
+)
+
+// A client over its limit is answered locally until its RetryAfter: the
+// store (Redis, in production) is asked once.
+func Example() {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	inner, _ := memstore.New(memstore.WithClock(clock)) // in production: redisstore.New(client)
+	st, err := denycache.New(inner, denycache.WithClock(clock))
+	if err != nil {
+		panic(err)
+	}
+	lim, _ := ratewarden.New(st)
+	perMinute := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 2, Period: time.Minute}
+	ctx := context.Background()
+	for range 4 {
+		r, _ := lim.Allow(ctx, "client-42", perMinute)
+		fmt.Println(r.Allowed, r.Source, r.RetryAfter)
+		now = now.Add(10 * time.Second)
+	}
+	now = now.Add(time.Minute)
+	r, _ := lim.Allow(ctx, "client-42", perMinute)
+	fmt.Println(r.Allowed, r.Source, r.RetryAfter)
+	// Output:
+	// true store 0s
+	// true store 0s
+	// false store 40s
+	// false cache 30s
+	// true store 0s
+}
+
+func ExampleNew() {
+	inner, _ := memstore.New() // in production: redisstore.New(client)
+	st, err := denycache.New(inner, denycache.WithMaxEntries(10_000))
+	if err != nil {
+		panic(err)
+	}
+	lim, _ := ratewarden.New(st)
+	r, _ := lim.Allow(context.Background(), "client-42", ratewarden.PerSecond(10))
+	fmt.Println(r.Allowed)
+	_, err = denycache.New(inner, denycache.WithMaxEntries(0))
+	fmt.Println(err)
+	// Output:
+	// true
+	// denycache: max entries must be >= 1, got 0: ratewarden: invalid config
+}
+
+// WithClock moves the cache's time by hand; share the clock with the inner
+// store in tests.
+func ExampleWithClock() {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	inner, _ := memstore.New(memstore.WithClock(clock))
+	st, _ := denycache.New(inner, denycache.WithClock(clock))
+	lim, _ := ratewarden.New(st)
+	bucket := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: time.Second}
+	ctx := context.Background()
+	lim.Allow(ctx, "k", bucket)
+	r, _ := lim.Allow(ctx, "k", bucket)
+	fmt.Println(r.Allowed, r.Source, r.RetryAfter)
+	now = now.Add(400 * time.Millisecond)
+	r, _ = lim.Allow(ctx, "k", bucket)
+	fmt.Println(r.Allowed, r.Source, r.RetryAfter)
+	now = now.Add(600 * time.Millisecond)
+	r, _ = lim.Allow(ctx, "k", bucket)
+	fmt.Println(r.Allowed, r.Source)
+	// Output:
+	// false store 1s
+	// false cache 600ms
+	// true store
+}
+
+// Reset through the cache forgets the key's denials.
+func ExampleStore_Reset() {
+	inner, _ := memstore.New()
+	st, _ := denycache.New(inner)
+	lim, _ := ratewarden.New(st)
+	ctx := context.Background()
+	hourly := ratewarden.PerHour(1)
+	lim.Allow(ctx, "k", hourly)
+	lim.Allow(ctx, "k", hourly) // denied by the store
+	r, _ := lim.Allow(ctx, "k", hourly)
+	fmt.Println(r.Allowed, r.Source)
+	_ = lim.Reset(ctx, "k", hourly)
+	r, _ = lim.Allow(ctx, "k", hourly)
+	fmt.Println(r.Allowed, r.Source)
+	// Output:
+	// false cache
+	// true store
+}
+
+func ExampleStore_Len() {
+	inner, _ := memstore.New()
+	st, _ := denycache.New(inner)
+	lim, _ := ratewarden.New(st)
+	ctx := context.Background()
+	for _, key := range []string{"a", "b", "a", "b"} {
+		lim.Allow(ctx, key, ratewarden.PerHour(1))
+	}
+	fmt.Println(st.Len())
+	// Output:
+	// 2
+}
+
+func ExampleStore_Check() {
+	inner, _ := memstore.New()
+	st, _ := denycache.New(inner)
+	daily := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: 24 * time.Hour}
+	perSecond := ratewarden.PerSecond(10)
+	req := &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{perSecond, daily}, Cost: 1}
+	res := make([]ratewarden.Result, 2)
+	for range 3 {
+		_ = st.Check(context.Background(), req, res)
+		fmt.Println(res[0].Allowed, res[1].Allowed, res[1].Source)
+	}
+	// Output:
+	// true true store
+	// true false store
+	// true false cache
+}

@@ -1,0 +1,133 @@
+package denycache
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/testredis"
+	"github.com/ratewarden/ratewarden/redisstore"
+	"github.com/redis/rueidis"
+)
+
+// scriptCalls is the number of EVALSHA and EVAL calls srv has served, from
+// INFO commandstats.
+func scriptCalls(t testing.TB, srv *testredis.Server) int64 {
+	t.Helper()
+	info, err := srv.Do("INFO", "commandstats")
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if name != "cmdstat_evalsha" && name != "cmdstat_eval" || !ok {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "calls="); ok {
+				c, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					t.Fatalf("commandstats %q: %v", line, err)
+				}
+				n += c
+			}
+		}
+	}
+	return n
+}
+
+func newRedisStore(t testing.TB, srv *testredis.Server) *redisstore.Store {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	s, err := redisstore.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// flood runs goroutines × perG Allow calls on one key through st and
+// returns the admitted and the cached counts.
+func flood(t *testing.T, st ratewarden.Store, key string, lim ratewarden.Limit, goroutines, perG int) (admitted, cached int64) {
+	t.Helper()
+	l, err := ratewarden.New(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var a, c atomic.Int64
+	errs := make(chan error, goroutines)
+	for range goroutines {
+		wg.Go(func() {
+			for range perG {
+				r, err := l.Allow(bg, key, lim)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if r.Allowed {
+					a.Add(1)
+				}
+				if r.Source == ratewarden.SourceCache {
+					c.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return a.Load(), c.Load()
+}
+
+// TestHotKeyFloodRedis: 64 goroutines flood one key limited to 100 per
+// hour, against a real redis-server, with and without the deny cache. Both
+// admit exactly 100; with the cache, the script calls per rejected request
+// fall at least tenfold.
+func TestHotKeyFloodRedis(t *testing.T) {
+	srv := testredis.Start(t)
+	const goroutines, perG = 64, 200
+	for _, lim := range []ratewarden.Limit{
+		{Algorithm: ratewarden.FixedWindow, Rate: 100, Period: time.Hour},
+		{Algorithm: ratewarden.TokenBucket, Rate: 100, Period: time.Hour},
+	} {
+		t.Run(lim.Algorithm.String(), func(t *testing.T) {
+			plain := newRedisStore(t, srv)
+			before := scriptCalls(t, srv)
+			admitted, _ := flood(t, plain, "plain:"+lim.Algorithm.String(), lim, goroutines, perG)
+			plainCalls := scriptCalls(t, srv) - before
+			if admitted != 100 {
+				t.Fatalf("plain: admitted %d, want 100", admitted)
+			}
+
+			dc, err := New(newRedisStore(t, srv))
+			if err != nil {
+				t.Fatal(err)
+			}
+			before = scriptCalls(t, srv)
+			admitted, cached := flood(t, dc, "cached:"+lim.Algorithm.String(), lim, goroutines, perG)
+			cacheCalls := scriptCalls(t, srv) - before
+			if admitted != 100 {
+				t.Fatalf("with the deny cache: admitted %d, want 100", admitted)
+			}
+			rejected := float64(goroutines*perG - 100)
+			perPlain, perCache := float64(plainCalls)/rejected, float64(cacheCalls)/rejected
+			t.Logf("%s: %d requests, 100 admitted; script calls: plain %d (%.4f per rejected), with the deny cache %d (%.4f per rejected, %d answered locally)",
+				lim, goroutines*perG, plainCalls, perPlain, cacheCalls, perCache, cached)
+			if cacheCalls == 0 || perPlain < 10*perCache {
+				t.Errorf("script calls per rejected request: plain %.4f, with the cache %.4f: want at least 10x fewer", perPlain, perCache)
+			}
+		})
+	}
+}
