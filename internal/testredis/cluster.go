@@ -97,24 +97,12 @@ func NewCluster() (c *Cluster, err error) {
 // cluster bus gets its own free port (cluster-port), as port+10000 may not
 // exist.
 func startClusterNode(bin, dir string) (*Server, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	var lastErr error
-	for range 5 {
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
+	s, err := startWith(bin, dir, func(port int, dir string) []string {
 		bus, err := FreePort()
-		if err != nil {
-			return nil, err
+		if err != nil || bus == port {
+			bus = 0 // redis-server refuses it: startWith tries another port
 		}
-		if bus == port {
-			continue
-		}
-		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, dir: dir}
-		s.args = append(serverArgs(port, dir),
+		return append(serverArgs(port, dir),
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf", // in dir
 			"--cluster-port", strconv.Itoa(bus),
@@ -123,11 +111,11 @@ func startClusterNode(bin, dir string) (*Server, error) {
 			// kill primaries on purpose.
 			"--cluster-replica-validity-factor", "0",
 		)
-		if lastErr = s.start(bin); lastErr == nil {
-			return s, nil
-		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start cluster node: %w", err)
 	}
-	return nil, fmt.Errorf("start cluster node: %w", lastErr)
+	return s, nil
 }
 
 // serverArgs is the command line every redis-server here starts with: a
@@ -458,19 +446,8 @@ func (c *Cluster) Rejoin(s *Server, timeout time.Duration) error {
 	if s.Running() {
 		return fmt.Errorf("rejoin %s: it is running", s.Addr)
 	}
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return err
-	}
-	var lastErr error
-	for range 50 { // the port may linger briefly
-		if lastErr = s.start(bin); lastErr == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if lastErr != nil {
-		return fmt.Errorf("rejoin %s: %w", s.Addr, lastErr)
+	if err := s.restart(); err != nil {
+		return fmt.Errorf("rejoin: %w", err)
 	}
 	return c.WaitHealthy(timeout)
 }

@@ -44,30 +44,14 @@ func Start(tb testing.TB, extra ...string) *Server {
 	if err != nil {
 		tb.Fatalf("testredis: redis-server not found on PATH (install it: apt-get install redis-server; .ci/run does): %v", err)
 	}
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		port, err := FreePort()
-		if err != nil {
-			tb.Fatalf("testredis: %v", err)
-		}
-		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, dir: tb.TempDir()}
-		s.args = append([]string{
-			"--port", strconv.Itoa(port),
-			"--bind", "127.0.0.1",
-			"--save", "",
-			"--appendonly", "no",
-			"--protected-mode", "no",
-			"--daemonize", "no",
-			"--dir", s.dir,
-			"--logfile", filepath.Join(s.dir, "redis.log"),
-		}, extra...)
-		if lastErr = s.start(bin); lastErr == nil {
-			tb.Cleanup(s.Stop)
-			return s
-		}
+	s, err := startWith(bin, tb.TempDir(), func(port int, dir string) []string {
+		return append(serverArgs(port, dir), extra...)
+	})
+	if err != nil {
+		tb.Fatalf("testredis: could not start redis-server: %v", err)
 	}
-	tb.Fatalf("testredis: could not start redis-server: %v", lastErr)
-	return nil
+	tb.Cleanup(s.Stop)
+	return s
 }
 
 // FreePort asks the kernel for a free TCP port on 127.0.0.1.
@@ -141,18 +125,26 @@ func (s *Server) Stop() { s.Kill() }
 func (s *Server) Restart(tb testing.TB) {
 	tb.Helper()
 	s.Kill()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
+	if err := s.restart(); err != nil {
 		tb.Fatalf("testredis: %v", err)
 	}
+}
+
+// restart starts a killed server again on its port, retrying while the
+// port lingers.
+func (s *Server) restart() error {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return err
+	}
 	var lastErr error
-	for attempt := 0; attempt < 50; attempt++ { // the port may linger briefly
+	for range 50 {
 		if lastErr = s.start(bin); lastErr == nil {
-			return
+			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	tb.Fatalf("testredis: restart on %s: %v", s.Addr, lastErr)
+	return fmt.Errorf("restart on %s: %w", s.Addr, lastErr)
 }
 
 // Do sends one command over a fresh connection and returns the reply as
