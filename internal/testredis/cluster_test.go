@@ -1,7 +1,6 @@
 package testredis
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -52,9 +51,7 @@ func TestClusterFailoverAndRejoin(t *testing.T) {
 
 	// Kill the owner: its replica takes over the slot, and the write
 	// survived (it was replicated before the kill).
-	// (WAIT would not do: testredis.Do opens a new connection per command,
-	// and WAIT only covers writes made on its own connection.)
-	if err := waitReplicated(owner, 5*time.Second); err != nil {
+	if err := owner.WaitReplicated(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
@@ -89,36 +86,4 @@ func TestClusterFailoverAndRejoin(t *testing.T) {
 			t.Fatalf("%s still answers after Close", s.Addr)
 		}
 	}
-}
-
-// waitReplicated waits until p's replica has acknowledged everything p
-// wrote: the offset in INFO replication's slave0 line reaches
-// master_repl_offset.
-func waitReplicated(p *Server, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var info string
-	for time.Now().Before(deadline) {
-		var err error
-		if info, err = p.Do("INFO", "replication"); err != nil {
-			return err
-		}
-		var master, replica string
-		for _, line := range strings.Split(info, "\r\n") {
-			if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
-				master = v
-			}
-			if v, ok := strings.CutPrefix(line, "slave0:"); ok {
-				for _, kv := range strings.Split(v, ",") {
-					if o, ok := strings.CutPrefix(kv, "offset="); ok {
-						replica = o
-					}
-				}
-			}
-		}
-		if master != "" && master != "0" && master == replica {
-			return nil
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return fmt.Errorf("the write did not reach %s's replica within %v:\n%s", p.Addr, timeout, info)
 }

@@ -18,8 +18,8 @@ func TestSentinelFailover(t *testing.T) {
 	if _, err := p.Do("SET", "k", "v"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := p.Do("WAIT", "1", "5000"); err != nil || n != "1" {
-		t.Fatalf("WAIT 1 = %s, %v: the write did not reach the replica", n, err)
+	if err := p.WaitReplicated(5 * time.Second); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := d.Data[1].Do("SET", "k", "w"); err == nil || !strings.Contains(err.Error(), "READONLY") {
 		t.Fatalf("SET on the replica: %v; want READONLY", err)

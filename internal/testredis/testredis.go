@@ -231,3 +231,36 @@ func readReply(r *bufio.Reader, out *[]string) error {
 	}
 	return nil
 }
+
+// WaitReplicated waits until p's first replica has acknowledged
+// everything p wrote: the offset in INFO replication's slave0 line reaches
+// master_repl_offset. (WAIT would not do: Do opens a connection per command,
+// and WAIT only covers writes made on its own connection.)
+func (p *Server) WaitReplicated(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var info string
+	for time.Now().Before(deadline) {
+		var err error
+		if info, err = p.Do("INFO", "replication"); err != nil {
+			return err
+		}
+		var master, replica string
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
+				master = v
+			}
+			if v, ok := strings.CutPrefix(line, "slave0:"); ok {
+				for _, kv := range strings.Split(v, ",") {
+					if o, ok := strings.CutPrefix(kv, "offset="); ok {
+						replica = o
+					}
+				}
+			}
+		}
+		if master != "" && master != "0" && master == replica {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("the write did not reach %s's replica within %v:\n%s", p.Addr, timeout, info)
+}
