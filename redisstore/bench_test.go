@@ -25,6 +25,9 @@ func BenchmarkCheck(b *testing.B) {
 		{"fixed_window", ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: ratewarden.MaxRate, Period: time.Second}, openStore},
 		{"token_bucket", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1_000_000, Period: time.Second}, openStore},
 		{"sliding_log", ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: ratewarden.MaxLogRate, Period: time.Second}, openStore},
+		{"sliding_window_unbatched", ratewarden.PerSecond(ratewarden.MaxRate), func(tb testing.TB, addr string, _ ...Option) *Store { return openStore(tb, addr, WithBatching(false)) }},
+		{"sliding_window_lanes1", ratewarden.PerSecond(ratewarden.MaxRate), func(tb testing.TB, addr string, _ ...Option) *Store { return openStore(tb, addr, WithBatchLanes(1)) }},
+		{"sliding_window_lanes4", ratewarden.PerSecond(ratewarden.MaxRate), func(tb testing.TB, addr string, _ ...Option) *Store { return openStore(tb, addr, WithBatchLanes(4)) }},
 		{"sliding_window_go_redis", ratewarden.PerSecond(ratewarden.MaxRate), func(tb testing.TB, addr string, _ ...Option) *Store { return openGoRedisStore(tb, addr) }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

@@ -43,7 +43,7 @@ func newClockStore(tb testing.TB, c rueidis.Client) (*Store, *atEval) {
 func clockStore(tb testing.TB, inner evaluator) (*Store, *atEval) {
 	tb.Helper()
 	ev := &atEval{evaluator: inner}
-	s, err := newStore(ev, nil)
+	s, err := newStore(ev, false, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

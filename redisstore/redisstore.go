@@ -38,6 +38,7 @@ const DefaultPrefix = "rw:"
 // the Store.
 type Store struct {
 	ev     evaluator
+	bat    *batcher // nil: every check is its own script call
 	prefix string
 	enc    encCache
 	calls  sync.Pool // *call
@@ -47,7 +48,10 @@ type Store struct {
 type Option func(*config)
 
 type config struct {
-	prefix string
+	prefix     string
+	batching   bool
+	batchSize  int
+	batchLanes int
 }
 
 // WithPrefix sets the string every key starts with (default "rw:"), to
@@ -58,6 +62,30 @@ func WithPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }
 }
 
+// WithBatching turns micro-batching on (the default) or off. With it on,
+// checks that arrive while WithBatchLanes script calls are already in
+// flight queue and go out together as one script call (each check still
+// atomic, with its own result); a check that finds a free lane goes out at
+// once, so batching adds no delay at low load. Off, every check is its own
+// script call. Cluster clients never batch (see the package doc).
+func WithBatching(on bool) Option {
+	return func(c *config) { c.batching = on }
+}
+
+// WithBatchSize sets the most checks one script call carries (default
+// DefaultBatchSize, 64). It must be at least 1.
+func WithBatchSize(n int) Option {
+	return func(c *config) { c.batchSize = n }
+}
+
+// WithBatchLanes sets how many script calls may be in flight at once
+// before checks start to queue for a batch (default DefaultBatchLanes, 2).
+// It must be at least 1. More lanes mean smaller batches: more Redis CPU
+// per check, less waiting.
+func WithBatchLanes(n int) Option {
+	return func(c *config) { c.batchLanes = n }
+}
+
 // New returns a Store on client, which may be a standalone, Sentinel or
 // Cluster rueidis client (auto-pipelining makes concurrent checks share
 // round trips). Client-side caching is not used; create the client with
@@ -66,7 +94,7 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("redisstore: %w: client must not be nil", ratewarden.ErrInvalidConfig)
 	}
-	return newStore(&rueidisEval{c: client, lua: rueidis.NewLuaScript(script)}, opts)
+	return newStore(&rueidisEval{c: client, lua: rueidis.NewLuaScript(script)}, client.Mode() == rueidis.ClientModeCluster, opts)
 }
 
 // NewGoRedis returns a Store on an existing go-redis v9 client: a
@@ -80,11 +108,20 @@ func NewGoRedis(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("redisstore: %w: client must not be nil", ratewarden.ErrInvalidConfig)
 	}
-	return newStore(&goRedisEval{c: client, s: redis.NewScript(script)}, opts)
+	return newStore(&goRedisEval{c: client, s: redis.NewScript(script)}, isGoRedisSharded(client), opts)
 }
 
-func newStore(ev evaluator, opts []Option) (*Store, error) {
-	c := config{prefix: DefaultPrefix}
+// isGoRedisSharded reports whether c spreads keys over several nodes.
+func isGoRedisSharded(c redis.UniversalClient) bool {
+	switch c.(type) {
+	case *redis.ClusterClient, *redis.Ring:
+		return true
+	}
+	return false
+}
+
+func newStore(ev evaluator, sharded bool, opts []Option) (*Store, error) {
+	c := config{prefix: DefaultPrefix, batching: true, batchSize: DefaultBatchSize, batchLanes: DefaultBatchLanes}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("redisstore: %w: nil Option", ratewarden.ErrInvalidConfig)
@@ -94,23 +131,35 @@ func newStore(ev evaluator, opts []Option) (*Store, error) {
 	if strings.ContainsAny(c.prefix, "{}") {
 		return nil, fmt.Errorf("redisstore: %w: prefix %q must not contain '{' or '}' (they would break the key's hash tag)", ratewarden.ErrInvalidConfig, c.prefix)
 	}
+	if c.batchSize < 1 {
+		return nil, fmt.Errorf("redisstore: %w: batch size must be at least 1, got %d", ratewarden.ErrInvalidConfig, c.batchSize)
+	}
+	if c.batchLanes < 1 {
+		return nil, fmt.Errorf("redisstore: %w: batch lanes must be at least 1, got %d", ratewarden.ErrInvalidConfig, c.batchLanes)
+	}
 	s := &Store{ev: ev, prefix: c.prefix}
-	s.calls.New = func() any { return new(call) }
+	s.calls.New = func() any { return &call{callState: callState{done: make(chan struct{}, 1)}} }
+	if c.batching && !sharded {
+		s.bat = newBatcher(ev, &s.calls, c.batchSize, c.batchLanes)
+	}
 	return s, nil
 }
 
-// call holds the buffers of one script execution, pooled across checks.
+// call holds the buffers of one check's script execution, pooled across
+// checks, and what the batcher needs while the check is queued.
 type call struct {
 	keys []string
 	args []string
 	out  []int64
 	kb   []byte
+	callState
 }
 
 func (c *call) reset() {
 	clear(c.keys)
 	clear(c.args)
 	c.keys, c.args, c.out, c.kb = c.keys[:0], c.args[:0], c.out[:0], c.kb[:0]
+	c.ctx, c.err = nil, nil
 }
 
 // Check implements ratewarden.Store. It validates req as the Limiter does
@@ -135,11 +184,20 @@ func (s *Store) check(ctx context.Context, req *ratewarden.Request, res []ratewa
 		return 0, unavailable(ctx, "eval", err)
 	}
 	c := s.calls.Get().(*call)
-	defer s.calls.Put(c)
 	c.reset()
 	s.appendCheck(c, req)
-	out, err := s.ev.eval(ctx, c.keys, c.args, c.out)
-	c.out = out[:0]
+	var err error
+	if s.bat != nil {
+		var owned bool
+		if owned, err = s.bat.do(ctx, c); !owned {
+			// The batcher frees c: the check may still be in flight.
+			return 0, unavailable(ctx, "eval "+req.Limits[0].Scope(), err)
+		}
+	} else {
+		c.out, err = s.ev.eval(ctx, c.keys, c.args, c.out[:0])
+	}
+	defer s.calls.Put(c)
+	out := c.out
 	if err != nil {
 		return 0, unavailable(ctx, "eval "+req.Limits[0].Scope(), err)
 	}

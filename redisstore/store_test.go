@@ -97,7 +97,7 @@ func FuzzKey(f *testing.F) {
 	for _, k := range []string{"user:1", "{", "}", "{}", "#", "#a", "\x00", strings.Repeat("z", 300)} {
 		f.Add(k)
 	}
-	s, err := newStore(nil, nil)
+	s, err := newStore(nil, false, nil)
 	if err != nil {
 		f.Fatal(err)
 	}
