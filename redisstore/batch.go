@@ -209,3 +209,10 @@ type callState struct {
 	state atomic.Int32
 	done  chan struct{} // capacity 1; empty whenever the call is in the pool
 }
+
+// queued is the number of checks waiting (tests).
+func (b *batcher) queued() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}

@@ -19,6 +19,36 @@
 // caller's context ended, the error also wraps context.Canceled or
 // context.DeadlineExceeded.
 //
+// # Micro-batching
+//
+// The script decides a list of checks in one execution, and the Store uses
+// that (on by default; WithBatching(false) turns it off): while
+// WithBatchLanes script calls (default 2) are in flight, further checks
+// wait in a queue, and when a call returns, up to WithBatchSize queued
+// checks (default 64) go out together as one EVALSHA. Each check in a batch
+// is still decided atomically, all-or-nothing over its own limits, with its
+// own result; the checks of a batch run one after another in one script
+// execution, on one reading of Redis TIME. A check that finds a free lane
+// goes out at once from the caller's goroutine, so batching adds no delay
+// at low load, and sequential callers make one script call per check. At
+// high load it cuts Redis CPU per check (one EVALSHA, one TIME, one reply
+// for many checks) and the number of commands Redis parses.
+//
+// A caller whose context ends while its check is queued returns at once
+// with the context's error, and the check is never sent. A check already
+// sent is decided by Redis whatever happens to its caller: as with any
+// network call, a check that returned a context error may still have been
+// counted. A batch call carries no single caller's cancellation; its
+// deadline is the latest of its callers' deadlines (none if one has none).
+// An error of a batch call (a network failure, or a key holding a value of
+// the wrong type) is returned to every check in it; checks decided before
+// the failing one in the same script execution may have been counted.
+//
+// On Redis Cluster (a rueidis cluster client, or a go-redis ClusterClient
+// or Ring) only checks whose keys share a slot could share a call, so the
+// Store does not batch there: every check is its own script call, and
+// rueidis' auto-pipelining still shares round trips per node.
+//
 // # Keys
 //
 // The state of a key under a limit lives at
@@ -64,5 +94,9 @@
 //   - SlidingLog: a sorted set with one member per admitted unit, scored by
 //     its instant; the period plus 1 ms.
 //
-// Checks that write nothing leave the expiry alone.
+// Checks that write nothing leave the expiry alone. A window or token
+// bucket costs one GET and, when the check consumes, one SET that writes
+// the state and its expiry together (SET ... PXAT): no separate EXPIRE.
+// A check with one limit is decided in one pass; a multi-limit check reads
+// every limit's verdict first and writes only when all admit.
 package redisstore
