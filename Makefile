@@ -43,3 +43,11 @@ run:
 # build: the ratewarden binary in bin/.
 build:
 	cd service && $(GO) build -o ../bin/ratewarden ./cmd/ratewarden
+
+# bench-peers: ratewarden against go-redis/redis_rate, ulule/limiter and a
+# bare INCR+PEXPIRE script on one private redis-server; prints markdown
+# tables (about 4 minutes). Longer or narrower runs:
+# make bench-peers BENCH_FLAGS="-d 3s -reps 5 -c 64 -workloads 'many keys'"
+.PHONY: bench-peers
+bench-peers: redis
+	cd bench && $(GO) run ./cmd/peers $(BENCH_FLAGS)

@@ -1,0 +1,142 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func startRedis(tb testing.TB) *Redis {
+	tb.Helper()
+	r, err := StartRedis()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(r.Stop)
+	return r
+}
+
+// TestContendersExact runs every contender through every workload for a
+// short while against a real redis-server: no errors, every request on
+// many keys admitted, exactly the limit admitted on one key (one instance
+// and four), and a table naming every contender.
+func TestContendersExact(t *testing.T) {
+	r := startRedis(t)
+	ctx := context.Background()
+	s, err := Run(ctx, r, Config{Callers: []int{8}, Reps: 1, Duration: 300 * time.Millisecond,
+		Contenders: Contenders(), Workloads: Workloads(), FailOnError: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range Workloads() {
+		for _, c := range Contenders() {
+			a, ok := s.Get(w.Name, c.Name, 8)
+			if !ok {
+				t.Fatalf("%s / %s did not run", w.Name, c.Name)
+			}
+			cells := s.cells[cellKey(w.Name, c.Name, 8)]
+			switch {
+			case a.Errors != 0:
+				t.Errorf("%s / %s: %d errors", w.Name, c.Name, a.Errors)
+			case w.Ideal == 0 && cells[0].Admitted != cells[0].Decisions:
+				t.Errorf("%s / %s: admitted %d of %d", w.Name, c.Name, cells[0].Admitted, cells[0].Decisions)
+			case w.Ideal > 0 && a.Admitted != w.Ideal:
+				t.Errorf("%s / %s: admitted %d, want %d", w.Name, c.Name, a.Admitted, w.Ideal)
+			}
+			if cells[0].Decisions <= w.Ideal || a.P50 <= 0 || a.P99 < a.P50 || a.P999 < a.P99 || a.CPUPerDecision <= 0 {
+				t.Errorf("%s / %s: implausible cell %+v", w.Name, c.Name, a)
+			}
+		}
+	}
+	var out bytes.Buffer
+	s.Markdown(&out)
+	for _, c := range Contenders() {
+		if n := strings.Count(out.String(), "| "+c.Name+" | 8 |"); n != len(Workloads()) {
+			t.Errorf("table has %d rows for %s, want %d:\n%s", n, c.Name, len(Workloads()), out.String())
+		}
+	}
+}
+
+func TestHistogram(t *testing.T) {
+	var h hist
+	for i := 1; i <= 1000; i++ {
+		h.add(time.Duration(i) * time.Microsecond)
+	}
+	for _, tc := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 500 * time.Microsecond}, {0.99, 990 * time.Microsecond}, {0.999, 999 * time.Microsecond}} {
+		got := h.quantile(tc.q)
+		if got < tc.want || float64(got) > float64(tc.want)*1.04 {
+			t.Errorf("quantile(%v) = %v, want %v within 4%%", tc.q, got, tc.want)
+		}
+	}
+	for v := uint64(0); v < 1<<20; v = v*3/2 + 1 {
+		if b := bucket(v); upper(b) < v || (b > 0 && upper(b-1) >= v) {
+			t.Fatalf("value %d in bucket %d [%d, %d]", v, b, upper(b-1)+1, upper(b))
+		}
+	}
+}
+
+// BenchmarkManyKeys runs each contender on 100,000 keys from 64 concurrent
+// callers (RunParallel), all admitted, against one redis-server. Besides
+// ns/op it reports Redis CPU per decision.
+func BenchmarkManyKeys(b *testing.B) {
+	r := startRedis(b)
+	ctx := context.Background()
+	keys := make([]string, 100_000)
+	for i := range keys {
+		keys[i] = "user:" + strconv.Itoa(i)
+	}
+	lim := Limit{Rate: 1_000_000_000, Period: time.Hour}
+	const callers = 64
+	for _, c := range Contenders() {
+		b.Run(strings.NewReplacer(" ", "_", ",", "", "/", "_", "+", "_").Replace(c.Name), func(b *testing.B) {
+			if err := r.FlushAll(ctx); err != nil {
+				b.Fatal(err)
+			}
+			in, err := c.Open(r.Addr, callers, lim)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer in.Close()
+			if _, err := in.Allow(ctx, "warm-up"); err != nil {
+				b.Fatal(err)
+			}
+			before, err := r.Stats(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var next atomic.Uint64
+			b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				k := next.Add(1) * 7919
+				for pb.Next() {
+					k++
+					ok, err := in.Allow(ctx, keys[k%uint64(len(keys))])
+					if err != nil || !ok {
+						b.Errorf("Allow: %v, %v", ok, err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			after, err := r.Stats(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric((after.CPU-before.CPU)*1e6/float64(b.N), "redis-µs/op")
+		})
+	}
+}

@@ -1,0 +1,70 @@
+// Command peers runs the side-by-side comparison of ratewarden's Redis
+// store with other Go rate limiters against a private redis-server, and
+// prints markdown tables. make bench-peers runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratewarden/ratewarden/bench"
+)
+
+func main() {
+	callers := flag.String("c", "1,16,64,256", "concurrent callers, comma-separated")
+	reps := flag.Int("reps", 3, "repetitions of every cell (interleaved; medians are reported)")
+	d := flag.Duration("d", time.Second, "duration of a many-keys cell (the others run half as long)")
+	only := flag.String("only", "", "run only contenders whose name contains this")
+	wls := flag.String("workloads", "", "run only workloads whose name contains this")
+	flag.Parse()
+	if err := run(*callers, *reps, *d, *only, *wls); err != nil {
+		fmt.Fprintln(os.Stderr, "peers:", err)
+		os.Exit(1)
+	}
+}
+
+func run(callers string, reps int, d time.Duration, only, wls string) error {
+	cfg := bench.Config{Reps: reps, Duration: d, Progress: os.Stderr}
+	for _, f := range strings.Split(callers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-c: bad number %q", f)
+		}
+		cfg.Callers = append(cfg.Callers, n)
+	}
+	if reps < 1 || d <= 0 {
+		return fmt.Errorf("-reps and -d must be positive")
+	}
+	for _, c := range bench.Contenders() {
+		if strings.Contains(c.Name, only) {
+			cfg.Contenders = append(cfg.Contenders, c)
+		}
+	}
+	for _, w := range bench.Workloads() {
+		if strings.Contains(w.Name, wls) {
+			cfg.Workloads = append(cfg.Workloads, w)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	r, err := bench.StartRedis()
+	if err != nil {
+		return err
+	}
+	defer r.Stop()
+	s, err := bench.Run(ctx, r, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("## ratewarden vs other Go rate limiters\n\nOne private redis-server on loopback (persistence off), %d CPU(s), GOMAXPROCS %d, %s; %d interleaved repetitions per cell, medians (latency percentiles over all repetitions). C is the number of concurrent callers.\n",
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), reps)
+	s.Markdown(os.Stdout)
+	return ctx.Err()
+}

@@ -1,0 +1,326 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Workload is one traffic shape.
+type Workload struct {
+	Name string
+	// Instances is the number of independent limiters (each with its own
+	// client) sharing the callers.
+	Instances int
+	// Keys is the number of distinct keys; 1 is a hot key.
+	Keys  int
+	Limit Limit
+	// Ideal is the number of admissions an exact limiter makes, or 0 when
+	// every request should pass.
+	Ideal int64
+	// Share scales the cell duration.
+	Share float64
+}
+
+// Workloads returns the three workloads of the comparison.
+func Workloads() []Workload {
+	return []Workload{
+		{Name: "many keys", Instances: 1, Keys: 100_000, Limit: Limit{Rate: 1_000_000, Period: time.Hour}, Share: 1},
+		{Name: "hot key flood", Instances: 1, Keys: 1, Limit: Limit{Rate: 100, Period: time.Hour}, Ideal: 100, Share: 0.5},
+		{Name: "4 instances, one key", Instances: 4, Keys: 1, Limit: Limit{Rate: 1000, Period: time.Hour}, Ideal: 1000, Share: 0.5},
+	}
+}
+
+// Cell is the outcome of one contender on one workload at one concurrency,
+// in one repetition.
+type Cell struct {
+	Decisions int64
+	Admitted  int64
+	Errors    int64
+	FirstErr  error
+	Elapsed   time.Duration
+	RedisCPU  float64 // seconds
+	Calls     int64   // commands Redis received
+	lat       hist
+}
+
+// PerSec is decisions per second.
+func (c *Cell) PerSec() float64 { return float64(c.Decisions) / c.Elapsed.Seconds() }
+
+var cellSeq atomic.Int64
+
+// RunCell runs one cell: FLUSHALL, open the instances, warm them up (loads
+// the scripts), then callers goroutines call Allow until d has passed.
+func RunCell(ctx context.Context, r *Redis, con Contender, w Workload, callers int, d time.Duration, keys []string) (*Cell, error) {
+	if err := r.FlushAll(ctx); err != nil {
+		return nil, err
+	}
+	n := w.Instances
+	if callers < n {
+		n = callers
+	}
+	insts := make([]Instance, 0, n)
+	defer func() {
+		for _, in := range insts {
+			in.Close()
+		}
+	}()
+	for i := range n {
+		in, err := con.Open(r.Addr, (callers+n-1)/n, w.Limit)
+		if err != nil {
+			return nil, fmt.Errorf("%s: open: %w", con.Name, err)
+		}
+		insts = append(insts, in)
+		if _, err := in.Allow(ctx, "warm-up:"+strconv.Itoa(i)); err != nil {
+			return nil, fmt.Errorf("%s: warm-up: %w", con.Name, err)
+		}
+	}
+	hot := "hot:" + strconv.FormatInt(cellSeq.Add(1), 10) // fresh per cell
+	before, err := r.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	type part struct {
+		dec, adm, errs int64
+		first          error
+		lat            hist
+	}
+	parts := make([]part, callers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range callers {
+		in := insts[g%len(insts)]
+		p := &parts[g]
+		wg.Go(func() {
+			<-start
+			stop := time.Now().Add(d)
+			k := (g * 7919) % max(len(keys), 1)
+			for {
+				key := hot
+				if w.Keys > 1 {
+					key = keys[k]
+					if k++; k == len(keys) {
+						k = 0
+					}
+				}
+				t0 := time.Now()
+				ok, err := in.Allow(ctx, key)
+				t1 := time.Now()
+				p.lat.add(t1.Sub(t0))
+				p.dec++
+				switch {
+				case err != nil:
+					p.errs++
+					if p.first == nil {
+						p.first = err
+					}
+				case ok:
+					p.adm++
+				}
+				if !t1.Before(stop) || ctx.Err() != nil {
+					return
+				}
+			}
+		})
+	}
+	t0 := time.Now()
+	close(start)
+	wg.Wait()
+	c := &Cell{Elapsed: time.Since(t0)}
+	after, err := r.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.RedisCPU = after.CPU - before.CPU
+	c.Calls = after.Calls - before.Calls - 1 // the INFO itself
+	for i := range parts {
+		p := &parts[i]
+		c.Decisions += p.dec
+		c.Admitted += p.adm
+		c.Errors += p.errs
+		if c.FirstErr == nil {
+			c.FirstErr = p.first
+		}
+		c.lat.merge(&p.lat)
+	}
+	return c, nil
+}
+
+// Config bounds a comparison run.
+type Config struct {
+	Callers     []int
+	Reps        int
+	Duration    time.Duration // of a "many keys" cell; others scale by Share
+	Contenders  []Contender
+	Workloads   []Workload
+	Progress    io.Writer // nil: silent
+	FailOnError bool
+}
+
+// Summary is every cell of a run, by workload, contender and callers.
+type Summary struct {
+	cfg   Config
+	cells map[string][]*Cell
+}
+
+func cellKey(w, c string, callers int) string { return w + "\x00" + c + "\x00" + strconv.Itoa(callers) }
+
+// Run runs every cell Reps times, interleaving contenders (their order
+// rotates from one repetition to the next) so that a noisy moment does not
+// hit one contender's cells only.
+func Run(ctx context.Context, r *Redis, cfg Config) (*Summary, error) {
+	s := &Summary{cfg: cfg, cells: map[string][]*Cell{}}
+	keys := make([]string, 0, 100_000)
+	for _, w := range cfg.Workloads {
+		if w.Keys > cap(keys) {
+			keys = make([]string, 0, w.Keys)
+		}
+	}
+	for i := range cap(keys) {
+		keys = append(keys, "user:"+strconv.Itoa(i))
+	}
+	for rep := range cfg.Reps {
+		for _, w := range cfg.Workloads {
+			for _, callers := range cfg.Callers {
+				if callers < w.Instances && w.Instances > 1 {
+					continue
+				}
+				for i := range cfg.Contenders {
+					con := cfg.Contenders[(i+rep)%len(cfg.Contenders)]
+					d := time.Duration(float64(cfg.Duration) * w.Share)
+					c, err := RunCell(ctx, r, con, w, callers, d, keys[:min(w.Keys, len(keys))])
+					if err != nil {
+						return nil, err
+					}
+					if c.Errors > 0 && cfg.FailOnError {
+						return nil, fmt.Errorf("%s, %s, %d callers: %d errors, first: %w", w.Name, con.Name, callers, c.Errors, c.FirstErr)
+					}
+					if cfg.Progress != nil {
+						fmt.Fprintf(cfg.Progress, "rep %d  %-22s %-40s C=%-4d %9.0f/s\n", rep+1, w.Name, con.Name, callers, c.PerSec())
+					}
+					k := cellKey(w.Name, con.Name, callers)
+					s.cells[k] = append(s.cells[k], c)
+				}
+			}
+		}
+	}
+	return s, nil
+}
+
+// Agg is the median of a cell over its repetitions; latencies come from
+// all repetitions' samples together.
+type Agg struct {
+	PerSec           float64
+	P50, P99, P999   time.Duration
+	Admitted, Ideal  int64 // medians
+	CPUPerDecision   time.Duration
+	CallsPerDecision float64
+	Errors           int64
+	Reps             int
+}
+
+// Get aggregates one cell; ok is false if it did not run.
+func (s *Summary) Get(workload, contender string, callers int) (Agg, bool) {
+	cs := s.cells[cellKey(workload, contender, callers)]
+	if len(cs) == 0 {
+		return Agg{}, false
+	}
+	var a Agg
+	var h hist
+	var rate, adm, cpu, calls []float64
+	for _, c := range cs {
+		h.merge(&c.lat)
+		rate = append(rate, c.PerSec())
+		adm = append(adm, float64(c.Admitted))
+		cpu = append(cpu, c.RedisCPU/float64(max(c.Decisions, 1)))
+		calls = append(calls, float64(c.Calls)/float64(max(c.Decisions, 1)))
+		a.Errors += c.Errors
+	}
+	a.Reps = len(cs)
+	a.PerSec = median(rate)
+	a.Admitted = int64(median(adm))
+	a.CPUPerDecision = time.Duration(median(cpu) * 1e9)
+	a.CallsPerDecision = median(calls)
+	a.P50, a.P99, a.P999 = h.quantile(0.5), h.quantile(0.99), h.quantile(0.999)
+	return a, true
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= time.Millisecond:
+		return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + " ms"
+	default:
+		return strconv.FormatFloat(float64(d)/1e3, 'f', 0, 64) + " µs"
+	}
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "–"
+	}
+	return strconv.FormatFloat(a/b, 'f', 2, 64) + "×"
+}
+
+// Markdown writes one table per workload, with ratios against the peers
+// measured in the same run, and the acceptance figures.
+func (s *Summary) Markdown(w io.Writer) {
+	for _, wl := range s.cfg.Workloads {
+		fmt.Fprintf(w, "\n### %s (%d key(s), limit %d per %v, %d instance(s))\n\n", wl.Name, wl.Keys, wl.Limit.Rate, wl.Limit.Period, wl.Instances)
+		fmt.Fprintln(w, "| contender | C | decisions/s | vs redis_rate | vs ulule | vs bare | p50 | p99 | p99.9 | admitted / ideal | Redis CPU per decision | Redis calls per decision | errors |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		for _, callers := range s.cfg.Callers {
+			rr, _ := s.Get(wl.Name, RedisRate, callers)
+			ul, _ := s.Get(wl.Name, Ulule, callers)
+			bare, _ := s.Get(wl.Name, Bare, callers)
+			for _, con := range s.cfg.Contenders {
+				a, ok := s.Get(wl.Name, con.Name, callers)
+				if !ok {
+					continue
+				}
+				ideal := "all"
+				if wl.Ideal > 0 {
+					ideal = strconv.FormatInt(wl.Ideal, 10)
+				}
+				fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %s | %s | %s | %s | %d / %s | %s | %.3f | %d |\n",
+					con.Name, callers, a.PerSec, ratio(a.PerSec, rr.PerSec), ratio(a.PerSec, ul.PerSec), ratio(a.PerSec, bare.PerSec),
+					fmtDur(a.P50), fmtDur(a.P99), fmtDur(a.P999), a.Admitted, ideal,
+					strconv.FormatFloat(float64(a.CPUPerDecision)/1e3, 'f', 2, 64)+" µs", a.CallsPerDecision, a.Errors)
+			}
+		}
+	}
+	s.acceptance(w)
+}
+
+func (s *Summary) acceptance(w io.Writer) {
+	const wl = "many keys"
+	rw, ok1 := s.Get(wl, RWSliding, 64)
+	rr, ok2 := s.Get(wl, RedisRate, 64)
+	ul, ok3 := s.Get(wl, Ulule, 64)
+	bare, ok4 := s.Get(wl, Bare, 64)
+	var b strings.Builder
+	if ok1 && ok2 && ok3 && ok4 {
+		fmt.Fprintf(&b, "\nIssue 8 targets, many keys at 64 callers (ratewarden sliding_window, batching on): %s redis_rate (target ≥ 2×), %s ulule (≥ 1.5×), %s the bare script (≥ 0.85×).\n",
+			ratio(rw.PerSec, rr.PerSec), ratio(rw.PerSec, ul.PerSec), ratio(rw.PerSec, bare.PerSec))
+	}
+	on, ok1 := s.Get(wl, RWSliding, 1)
+	off, ok2 := s.Get(wl, RWSlidingUnbatched, 1)
+	if ok1 && ok2 {
+		fmt.Fprintf(&b, "At 1 caller, p99 with batching %s, without %s (%s).\n", fmtDur(on.P99), fmtDur(off.P99), ratio(float64(on.P99), float64(off.P99)))
+	}
+	io.WriteString(w, b.String())
+}
