@@ -114,7 +114,7 @@ func (r *Redis) FlushAll(ctx context.Context) error {
 // Stats is what one cell reads from INFO before and after it runs.
 type Stats struct {
 	CPU   float64 // used_cpu_sys + used_cpu_user, seconds
-	Calls int64   // commands received from clients (total_commands_processed)
+	Calls int64   // commands run, including those inside scripts (total_commands_processed)
 }
 
 // Stats reads INFO cpu and stats.

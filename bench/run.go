@@ -281,7 +281,7 @@ func ratio(a, b float64) string {
 func (s *Summary) Markdown(w io.Writer) {
 	for _, wl := range s.cfg.Workloads {
 		fmt.Fprintf(w, "\n### %s (%d key(s), limit %d per %v, %d instance(s))\n\n", wl.Name, wl.Keys, wl.Limit.Rate, wl.Limit.Period, wl.Instances)
-		fmt.Fprintln(w, "| contender | C | decisions/s | vs redis_rate | vs ulule | vs bare | p50 | p99 | p99.9 | admitted / ideal | Redis CPU per decision | Redis calls per decision | errors |")
+		fmt.Fprintln(w, "| contender | C | decisions/s | vs redis_rate | vs ulule | vs bare | p50 | p99 | p99.9 | admitted / ideal | Redis CPU per decision | Redis commands per decision (incl. inside scripts) | errors |")
 		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, callers := range s.cfg.Callers {
 			rr, _ := s.Get(wl.Name, RedisRate, callers)
