@@ -46,7 +46,7 @@ type Cell struct {
 	FirstErr  error
 	Elapsed   time.Duration
 	RedisCPU  float64 // seconds
-	Calls     int64   // commands Redis received
+	Calls     int64   // commands Redis ran, including those inside scripts
 	lat       hist
 }
 
