@@ -1,0 +1,395 @@
+package redisstore
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/testredis"
+	"github.com/redis/go-redis/v9"
+)
+
+// openLeaser makes a Store on a client of its own and a Leaser over it,
+// closed (giving units back) when the test ends unless closed before.
+func openLeaser(tb testing.TB, addr string, opts ...LeaseOption) (*Store, *Leaser) {
+	tb.Helper()
+	s := openStore(tb, addr)
+	l, err := NewLeaser(s, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = l.Close(bg) })
+	return s, l
+}
+
+// warm loads both scripts into Redis (a first EVALSHA fails with NOSCRIPT
+// and is followed by EVAL: two calls), so that counts that follow are one
+// call per script execution.
+func warm(tb testing.TB, l *Leaser) {
+	tb.Helper()
+	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Second}
+	leaseCheck(tb, l.store, "warm:check", 1, false, lim)
+	leaseCheck(tb, l, "warm:lease", 1, false, lim)
+	if err := l.Reset(bg, "warm:lease", lim); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func leaseCheck(tb testing.TB, st ratewarden.Store, key string, cost int64, peek bool, limits ...ratewarden.Limit) []ratewarden.Result {
+	tb.Helper()
+	res := make([]ratewarden.Result, len(limits))
+	if err := st.Check(bg, &ratewarden.Request{Key: key, Limits: limits, Cost: cost, Peek: peek}, res); err != nil {
+		tb.Fatalf("check %s cost %d: %v", key, cost, err)
+	}
+	return res
+}
+
+// windowCount reads a fixed window's count from Redis ("start count 0").
+func windowCount(tb testing.TB, srv *testredis.Server, key string) int64 {
+	tb.Helper()
+	v := do(tb, srv, "GET", key)
+	f := strings.Fields(v)
+	if len(f) != 3 || f[2] != "0" {
+		tb.Fatalf("window state %q, want \"start count 0\"", v)
+	}
+	n, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+func TestNewLeaserRejectsBadConfig(t *testing.T) {
+	srv := testredis.Start(t)
+	s := openStore(t, srv.Addr)
+	for _, tc := range []struct {
+		name  string
+		store *Store
+		opts  []LeaseOption
+		want  string
+	}{
+		{"nil store", nil, nil, "store"},
+		{"nil option", s, []LeaseOption{nil}, "LeaseOption"},
+		{"zero size", s, []LeaseOption{WithLeaseSize(0)}, "lease size"},
+		{"nil selector", s, []LeaseOption{WithLeased(nil)}, "leased selector"},
+		{"zero max", s, []LeaseOption{WithMaxLeases(0)}, "max leases"},
+	} {
+		l, err := NewLeaser(tc.store, tc.opts...)
+		if l != nil || !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, %v; want ErrInvalidConfig naming %q", tc.name, l, err, tc.want)
+		}
+	}
+}
+
+// A lease takes units from the very counter plain checks use, in their
+// format and with their expiry; its units are then used without Redis.
+func TestLeaseFixedWindowSharesTheCounter(t *testing.T) {
+	srv := testredis.Start(t)
+	plain, l := openLeaser(t, srv.Addr, WithLeaseSize(4))
+	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Hour}
+	key := plain.Key("k", lim)
+	warm(t, l)
+
+	before := scriptCalls(t, srv)
+	r := leaseCheck(t, l, "k", 1, false, lim)[0]
+	if !r.Allowed || r.Source != ratewarden.SourceStore || r.Remaining != 9 {
+		t.Fatalf("first check = %+v, want admitted by the script, 9 left", r)
+	}
+	if n := windowCount(t, srv, key); n != 4 {
+		t.Fatalf("count after a lease of 4 = %d", n)
+	}
+	pttl, _ := strconv.ParseInt(do(t, srv, "PTTL", key), 10, 64)
+	if pttl <= 0 || pttl > time.Hour.Milliseconds() {
+		t.Errorf("PTTL after a lease = %d ms, want in (0, 1h]", pttl)
+	}
+	// The same state as a plain check of cost 4 in this window.
+	leaseCheck(t, plain, "other", 4, false, lim)
+	if a, b := do(t, srv, "GET", key), do(t, srv, "GET", plain.Key("other", lim)); a != b {
+		t.Errorf("lease state %q, plain check state %q", a, b)
+	}
+	if a, b := do(t, srv, "PEXPIRETIME", key), do(t, srv, "PEXPIRETIME", plain.Key("other", lim)); a != b {
+		t.Errorf("lease expires at %s, plain check at %s", a, b)
+	}
+	if n := scriptCalls(t, srv) - before; n != 2 {
+		t.Fatalf("%d script calls, want 2", n)
+	}
+	before = scriptCalls(t, srv)
+	for i := range 3 {
+		r := leaseCheck(t, l, "k", 1, false, lim)[0]
+		if !r.Allowed || r.Source != ratewarden.SourceCache || r.Remaining != int64(2-i) {
+			t.Errorf("leased check %d = %+v, want a local admission", i, r)
+		}
+	}
+	if r := leaseCheck(t, l, "k", 1, true, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceStore || r.Remaining != 6 {
+		t.Errorf("peek with an empty lease and 6 left in Redis = %+v, want Redis' admission", r)
+	}
+	if n := scriptCalls(t, srv) - before; n != 1 {
+		t.Errorf("%d script calls for 3 leased checks and a peek, want 1 (the peek)", n)
+	}
+	// A plain check sees the leased units as taken.
+	if r := leaseCheck(t, plain, "k", 0, true, lim)[0]; r.Remaining != 6 {
+		t.Errorf("plain peek remaining = %d, want 6", r.Remaining)
+	}
+}
+
+func TestLeasePassesThroughWhatItDoesNotLease(t *testing.T) {
+	srv := testredis.Start(t)
+	fw := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 100, Period: time.Hour}
+	sw := ratewarden.PerHour(100)
+	other := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 50, Period: time.Minute}
+	_, l := openLeaser(t, srv.Addr, WithLeaseSize(10), WithLeased(func(l ratewarden.Limit) bool { return l.Period == time.Hour }))
+	warm(t, l)
+	for _, tc := range []struct {
+		name   string
+		cost   int64
+		limits []ratewarden.Limit
+	}{
+		{"sliding window", 1, []ratewarden.Limit{sw}},
+		{"not selected", 1, []ratewarden.Limit{other}},
+		{"multi-limit", 1, []ratewarden.Limit{fw, other}},
+		{"cost 0", 0, []ratewarden.Limit{fw}},
+	} {
+		before := scriptCalls(t, srv)
+		for range 3 {
+			for _, r := range leaseCheck(t, l, "k:"+tc.name, tc.cost, false, tc.limits...) {
+				if !r.Allowed || r.Source != ratewarden.SourceStore {
+					t.Errorf("%s: %+v, want the store's admission", tc.name, r)
+				}
+			}
+		}
+		if n := scriptCalls(t, srv) - before; n != 3 {
+			t.Errorf("%s: %d script calls for 3 checks, want 3 (plain)", tc.name, n)
+		}
+	}
+	if n := l.Leases(); n != 0 {
+		t.Errorf("Leases = %d, want 0", n)
+	}
+	// Bad input is rejected before Redis.
+	before := scriptCalls(t, srv)
+	res := make([]ratewarden.Result, 1)
+	if err := l.Check(bg, &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{fw}, Cost: 101}, res); !errors.Is(err, ratewarden.ErrInvalidCost) {
+		t.Errorf("cost above capacity: %v", err)
+	}
+	if err := l.Check(bg, nil, res); !errors.Is(err, ratewarden.ErrInvalidConfig) {
+		t.Errorf("nil request: %v", err)
+	}
+	if err := l.Reset(bg, "", fw); !errors.Is(err, ratewarden.ErrInvalidKey) {
+		t.Errorf("Reset empty key: %v", err)
+	}
+	if n := scriptCalls(t, srv) - before; n != 0 {
+		t.Errorf("bad input made %d script calls", n)
+	}
+}
+
+// Close gives unused fixed-window units back: the count is then exactly
+// what was admitted.
+func TestLeaseCloseGivesBack(t *testing.T) {
+	srv := testredis.Start(t)
+	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: time.Hour}
+	var leasers []*Leaser
+	var plain *Store
+	for range 4 {
+		s, l := openLeaser(t, srv.Addr, WithLeaseSize(30))
+		plain, leasers = s, append(leasers, l)
+	}
+	admitted := 0
+	for i := range 4 * 55 {
+		if r := leaseCheck(t, leasers[i%4], "k", 1, false, lim)[0]; r.Allowed {
+			admitted++
+		}
+	}
+	key := plain.Key("k", lim)
+	if n := windowCount(t, srv, key); admitted != 220 || n != 4*60 {
+		t.Fatalf("admitted %d, count %d; want 220 admitted, 240 counted (4 × 2 leases of 30)", admitted, n)
+	}
+	for _, l := range leasers {
+		if err := l.Close(bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := windowCount(t, srv, key); n != 220 {
+		t.Errorf("count after Close = %d, want 220", n)
+	}
+	// Closed: checks are plain.
+	if r := leaseCheck(t, leasers[0], "k", 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceStore || r.Remaining != 779 {
+		t.Errorf("check after Close = %+v, want a plain admission, 779 left", r)
+	}
+}
+
+func TestLeaseReset(t *testing.T) {
+	srv := testredis.Start(t)
+	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Hour}
+	plain, l := openLeaser(t, srv.Addr, WithLeaseSize(10))
+	for range 10 {
+		leaseCheck(t, l, "k", 1, false, lim)
+	}
+	if r := leaseCheck(t, l, "k", 1, false, lim)[0]; r.Allowed || r.Source != ratewarden.SourceStore {
+		t.Fatalf("11th = %+v, want Redis' denial", r)
+	}
+	if r := leaseCheck(t, l, "k", 1, false, lim)[0]; r.Allowed || r.Source != ratewarden.SourceCache || r.RetryAfter <= 0 {
+		t.Fatalf("12th = %+v, want the remembered denial", r)
+	}
+	if err := l.Reset(bg, "k", lim); err != nil {
+		t.Fatal(err)
+	}
+	if got := do(t, srv, "EXISTS", plain.Key("k", lim)); got != "0" {
+		t.Fatalf("key exists after Reset: %s", got)
+	}
+	if r := leaseCheck(t, l, "k", 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceStore || r.Remaining != 9 {
+		t.Errorf("after Reset = %+v, want a fresh lease", r)
+	}
+}
+
+// Token-bucket units may be used only until the instant GCRA would have
+// admitted them; later the Leaser asks Redis again.
+func TestLeaseTokenBucketUnitsExpire(t *testing.T) {
+	srv := testredis.Start(t)
+	// One unit per 200ms.
+	lim := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 5, Period: time.Second, Burst: 5}
+	plain, l := openLeaser(t, srv.Addr, WithLeaseSize(3))
+	warm(t, l)
+	before := scriptCalls(t, srv)
+	if r := leaseCheck(t, l, "k", 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceStore {
+		t.Fatalf("first = %+v", r)
+	}
+	// Units 1 and 2 are usable until ~200ms and ~400ms.
+	if r := leaseCheck(t, l, "k", 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceCache {
+		t.Fatalf("second (at once) = %+v, want a local admission", r)
+	}
+	if n := scriptCalls(t, srv) - before; n != 1 {
+		t.Fatalf("%d script calls, want 1", n)
+	}
+	// The lease moved the TAT by 3 intervals: 600ms ahead.
+	tat, _ := strconv.ParseInt(do(t, srv, "GET", plain.Key("k", lim)), 10, 64)
+	if ahead := tat - redisTime(t, srv); ahead <= 400_000 || ahead > 600_000 {
+		t.Errorf("TAT %d µs ahead of now, want in (400ms, 600ms]", ahead)
+	}
+	time.Sleep(450 * time.Millisecond) // unit 2's instant has passed
+	if r := leaseCheck(t, l, "k", 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceStore {
+		t.Errorf("after 450ms = %+v, want a new lease from Redis", r)
+	}
+	if n := scriptCalls(t, srv) - before; n != 2 {
+		t.Errorf("%d script calls, want 2", n)
+	}
+}
+
+// hotKey runs instances × goroutines × perG checks of one key, each
+// instance a Store (or Leaser) on a client of its own, and returns the
+// admitted count and the script calls Redis served.
+func hotKey(t *testing.T, srv *testredis.Server, stores []ratewarden.Store, key string, lim ratewarden.Limit, goroutines, perG int) (admitted, calls int64) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var a atomic.Int64
+	errs := make(chan error, len(stores)*goroutines)
+	before := scriptCalls(t, srv)
+	for _, st := range stores {
+		lm, err := ratewarden.New(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range goroutines {
+			wg.Go(func() {
+				for range perG {
+					r, err := lm.Allow(bg, key, lim)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if r.Allowed {
+						a.Add(1)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return a.Load(), scriptCalls(t, srv) - before
+}
+
+// TestLeaseHotKeyFourInstances: 4 instances flood one key. With leases
+// they never admit more than the limit (exactly the limit for a fixed
+// window, as every leased unit is used by the flood) and make at least 5×
+// fewer script calls than plain checks.
+func TestLeaseHotKeyFourInstances(t *testing.T) {
+	srv := testredis.Start(t)
+	const instances, goroutines, perG = 4, 16, 40 // 2560 checks
+	for _, tc := range []struct {
+		lim ratewarden.Limit
+		max int64 // admitted at most (a token bucket refills ~0 during the test)
+		min int64
+	}{
+		{ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: time.Hour}, 1000, 1000},
+		{ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1000, Period: 24 * time.Hour}, 1001, 900},
+	} {
+		t.Run(tc.lim.Algorithm.String(), func(t *testing.T) {
+			var plain, leased []ratewarden.Store
+			for range instances {
+				plain = append(plain, openStore(t, srv.Addr))
+				_, l := openLeaser(t, srv.Addr, WithLeaseSize(50))
+				leased = append(leased, l)
+			}
+			pa, pc := hotKey(t, srv, plain, "plain", tc.lim, goroutines, perG)
+			la, lc := hotKey(t, srv, leased, "leased", tc.lim, goroutines, perG)
+			t.Logf("%v, %d checks on %d instances: plain admitted %d in %d script calls; leases of 50 admitted %d in %d script calls (%.1fx fewer)",
+				tc.lim, instances*goroutines*perG, instances, pa, pc, la, lc, float64(pc)/float64(lc))
+			if pa < tc.min || pa > tc.max {
+				t.Errorf("plain admitted %d, want in [%d, %d]", pa, tc.min, tc.max)
+			}
+			if la < tc.min || la > tc.max {
+				t.Errorf("leases admitted %d, want in [%d, %d]", la, tc.min, tc.max)
+			}
+			if lc == 0 || pc < 5*lc {
+				t.Errorf("script calls: plain %d, leases %d; want at least 5x fewer", pc, lc)
+			}
+		})
+	}
+}
+
+// The Leaser works on a go-redis client too.
+func TestLeaseGoRedis(t *testing.T) {
+	srv := testredis.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	s, err := NewGoRedis(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLeaser(s, WithLeaseSize(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 7, Period: time.Hour}
+	var got []ratewarden.Source
+	admitted := 0
+	for range 9 {
+		r := leaseCheck(t, l, "k", 1, false, lim)[0]
+		got = append(got, r.Source)
+		if r.Allowed {
+			admitted++
+		}
+	}
+	want := []ratewarden.Source{0, 1, 1, 1, 1, 0, 1, 0, 1}
+	if admitted != 7 || len(got) != len(want) {
+		t.Fatalf("admitted %d, sources %v", admitted, got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("sources %v, want %v", got, want)
+		}
+	}
+	if err := l.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	if n := windowCount(t, srv, s.Key("k", lim)); n != 7 {
+		t.Errorf("count after Close = %d, want 7", n)
+	}
+}
