@@ -131,3 +131,40 @@ func TestHotKeyFloodRedis(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkFloodRedis: parallel goroutines flood one key that is over its
+// limit (1 per hour), on a real redis-server, with and without the cache.
+func BenchmarkFloodRedis(b *testing.B) {
+	srv := testredis.Start(b)
+	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Hour}
+	run := func(b *testing.B, st ratewarden.Store, key string) {
+		lm, err := ratewarden.New(st)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := lm.Allow(bg, key, lim); err != nil { // the one admission
+			b.Fatal(err)
+		}
+		before := scriptCalls(b, srv)
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if r, err := lm.Allow(bg, key, lim); err != nil || r.Allowed {
+					b.Errorf("%+v, %v", r, err)
+					return
+				}
+			}
+		})
+		b.StopTimer()
+		b.ReportMetric(float64(scriptCalls(b, srv)-before)/float64(b.N), "calls/op")
+	}
+	b.Run("plain", func(b *testing.B) { run(b, newRedisStore(b, srv), "plain") })
+	b.Run("denycache", func(b *testing.B) {
+		dc, err := New(newRedisStore(b, srv))
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, dc, "cached")
+	})
+}
