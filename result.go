@@ -13,6 +13,10 @@ const (
 	// SourceCache: a local cache answered with a decision the store had
 	// already made (an exact deny cache). Not degraded.
 	SourceCache
+	// SourceLease: admitted locally from capacity this replica reserved
+	// in the shared store beforehand (redisstore's lease mode). Exact, not
+	// degraded.
+	SourceLease
 	// SourceFailOpen: the store was unavailable and the failure policy
 	// allowed the request. Degraded.
 	SourceFailOpen
@@ -24,9 +28,10 @@ const (
 	SourceLocalFallback
 )
 
-var sourceNames = [...]string{"store", "cache", "fail_open", "fail_closed", "local_fallback"}
+var sourceNames = [...]string{"store", "cache", "lease", "fail_open", "fail_closed", "local_fallback"}
 
-// String returns store, cache, fail_open, fail_closed or local_fallback.
+// String returns store, cache, lease, fail_open, fail_closed or
+// local_fallback.
 func (s Source) String() string {
 	if int(s) < len(sourceNames) {
 		return sourceNames[s]

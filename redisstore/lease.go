@@ -84,8 +84,9 @@ const (
 // keeps using units it leased before, up to one lease of units beyond the
 // fresh allowance, and keeps its remembered denial until its RetryAfter.
 //
-// Local decisions have Source ratewarden.SourceCache; decisions of a
-// script call, SourceStore.
+// Admissions from a lease have Source ratewarden.SourceLease, denials
+// remembered from Redis SourceCache, and decisions of a script call
+// SourceStore.
 //
 // The Leaser starts no goroutines. Call Close when done with it, before
 // closing the Redis client, to give unused units back.
@@ -371,7 +372,7 @@ func (l *Leaser) decide(ctx context.Context, ls *lease, req *ratewarden.Request,
 			ls.next += req.Cost
 			rem -= req.Cost
 		}
-		*r = ratewarden.Result{Allowed: true, Limit: lim, Remaining: rem, ResetAfter: max(time.Duration(ls.resetAt-now), 0), Source: ratewarden.SourceCache}
+		*r = ratewarden.Result{Allowed: true, Limit: lim, Remaining: rem, ResetAfter: max(time.Duration(ls.resetAt-now), 0), Source: ratewarden.SourceLease}
 		return nil
 	}
 	need := req.Cost - avail

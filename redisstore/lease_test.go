@@ -123,7 +123,7 @@ func TestLeaseFixedWindowSharesTheCounter(t *testing.T) {
 	before = scriptCalls(t, srv)
 	for i := range 3 {
 		r := leaseCheck(t, l, "k", 1, false, lim)[0]
-		if !r.Allowed || r.Source != ratewarden.SourceCache || r.Remaining != int64(2-i) {
+		if !r.Allowed || r.Source != ratewarden.SourceLease || r.Remaining != int64(2-i) {
 			t.Errorf("leased check %d = %+v, want a local admission", i, r)
 		}
 	}
@@ -260,7 +260,7 @@ func TestLeaseTokenBucketUnitsExpire(t *testing.T) {
 		t.Fatalf("first = %+v", r)
 	}
 	// Units 1 and 2 are usable until ~200ms and ~400ms.
-	if r := leaseCheck(t, l, "k", 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceCache {
+	if r := leaseCheck(t, l, "k", 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceLease {
 		t.Fatalf("second (at once) = %+v, want a local admission", r)
 	}
 	if n := scriptCalls(t, srv) - before; n != 1 {
@@ -379,7 +379,8 @@ func TestLeaseGoRedis(t *testing.T) {
 			admitted++
 		}
 	}
-	want := []ratewarden.Source{0, 1, 1, 1, 1, 0, 1, 0, 1}
+	const store, lease, cache = ratewarden.SourceStore, ratewarden.SourceLease, ratewarden.SourceCache
+	want := []ratewarden.Source{store, lease, lease, lease, lease, store, lease, store, cache}
 	if admitted != 7 || len(got) != len(want) {
 		t.Fatalf("admitted %d, sources %v", admitted, got)
 	}
