@@ -80,6 +80,14 @@ func (s *Server) start(bin string) error {
 		default:
 		}
 		if Ping(s.Addr) == nil {
+			// The port was free when chosen, but another test's server
+			// may have taken it since: then ours failed to bind, and the
+			// PONG is someone else's. Only our own process will do.
+			if pid, err := processID(s.Addr); err != nil || pid != cmd.Process.Pid {
+				_ = cmd.Process.Kill()
+				<-done
+				return fmt.Errorf("port %d answered by another redis-server (pid %d, ours %d, %v)", s.Port, pid, cmd.Process.Pid, err)
+			}
 			s.mu.Lock()
 			s.cmd = cmd
 			s.mu.Unlock()
@@ -152,6 +160,20 @@ func (s *Server) restart() error {
 // arrays flattened with newlines, nil as "(nil)"). It lets tests inspect
 // Redis without depending on the client under test.
 func (s *Server) Do(args ...string) (string, error) { return Do(s.Addr, args...) }
+
+// processID returns the process_id INFO server reports at addr.
+func processID(addr string) (int, error) {
+	info, err := Do(addr, "INFO", "server")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, fmt.Errorf("no process_id in INFO server")
+}
 
 // Ping returns nil when addr answers PING with PONG.
 func Ping(addr string) error {
