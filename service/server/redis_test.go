@@ -63,7 +63,7 @@ func TestTwoInstancesShareExactLimits(t *testing.T) {
 					t.Errorf("http: %d %s", r.status, r.raw)
 					return
 				}
-				if r.body["source"] != "store" {
+				if src := r.body["source"]; src != "store" && src != "cache" { // cache: redisstore's exact deny cache
 					degraded.Add(1)
 				}
 				if r.body["allowed"] == true {
@@ -180,9 +180,11 @@ func TestRedisOutage(t *testing.T) {
 			t.Errorf("no degraded decisions counted for %s", src)
 		}
 	}
-	if got := metric(t, s, "ratewarden_breaker_state", `failure_policy="fail_closed"`); got == 0 {
-		t.Errorf("breaker state of fail_closed = %v during the outage, want open or half-open", got)
-	}
+	// Degraded answers start with the first failed call; the breaker opens
+	// only after several, so wait for it.
+	eventually(t, 10*time.Second, "fail_closed breaker open or half-open", func() bool {
+		return metric(t, s, "ratewarden_breaker_state", `failure_policy="fail_closed"`) != 0
+	})
 
 	rs.Restart(t)
 	for _, p := range []string{"open", "closed", "local"} {
