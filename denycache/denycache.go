@@ -19,11 +19,13 @@
 //     reports the state).
 //   - An entry belongs to a key, a limit scope (algorithm and period) and the
 //     limit's Rate and Burst: a check with another rate goes to the store.
-//   - In a multi-limit check, an entry covering one limit denies the whole
-//     check (all-or-nothing). The covered limits get the cached denial; the
-//     others, whose state was not read, are reported as not denying
-//     (Allowed true) with Remaining 0. Such a check consumes nothing, as
-//     the store's would not.
+//   - Only single-limit checks are answered from the cache. A multi-limit
+//     check always goes to the store: its other limits' state is not known
+//     here, and every Result must report it. (The denials a multi-limit
+//     check receives are remembered, and answer later single-limit checks
+//     of the denying limit.)
+//   - A cached denial reports the RetryAfter still to run and the Remaining
+//     the store reported with the denial.
 //   - Peek is answered from an entry as a check of the same cost is; a
 //     denied Peek is remembered as a denied check is.
 //   - Results from a degraded source (Result.Degraded: a failure policy of
@@ -101,6 +103,7 @@ type entry struct {
 	cost       int64
 	until      int64
 	resetUntil int64
+	remaining  int64
 }
 
 // covers reports whether e denies a check of cost under l at now.
@@ -196,9 +199,17 @@ func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewa
 
 	t := s.now()
 	now := int64(t.Sub(s.base))
-	for _, l := range req.Limits {
+	if len(req.Limits) == 1 {
+		l := req.Limits[0]
 		if e, ok := s.cache.GetIfPresent(entryKey{req.Key, l.Algorithm, l.Period}); ok && e.covers(l, req.Cost, now) {
-			s.answer(req, res, now)
+			retry := time.Duration(e.until - now)
+			res[0] = ratewarden.Result{
+				Limit:      l,
+				Remaining:  e.remaining,
+				RetryAfter: retry,
+				ResetAfter: max(time.Duration(e.resetUntil-now), retry),
+				Source:     ratewarden.SourceCache,
+			}
 			return nil
 		}
 	}
@@ -213,24 +224,6 @@ func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewa
 	// it ends no later than the store's own.
 	s.learn(req, res, now-int64(t.Nanosecond()%1000), gen)
 	return nil
-}
-
-// answer fills res from the entries that cover req (at least one does).
-func (s *Store) answer(req *ratewarden.Request, res []ratewarden.Result, now int64) {
-	for i, l := range req.Limits {
-		e, ok := s.cache.GetIfPresent(entryKey{req.Key, l.Algorithm, l.Period})
-		if ok && e.covers(l, req.Cost, now) {
-			retry := time.Duration(e.until - now)
-			res[i] = ratewarden.Result{
-				Limit:      l,
-				RetryAfter: retry,
-				ResetAfter: max(time.Duration(e.resetUntil-now), retry),
-				Source:     ratewarden.SourceCache,
-			}
-			continue
-		}
-		res[i] = ratewarden.Result{Allowed: true, Limit: l, Source: ratewarden.SourceCache}
-	}
 }
 
 // learn remembers the denials in the inner store's answer res, which it
@@ -260,6 +253,7 @@ func (s *Store) learn(req *ratewarden.Request, res []ratewarden.Result, start in
 			cost:       req.Cost,
 			until:      start + int64(r.RetryAfter),
 			resetUntil: start + int64(r.ResetAfter),
+			remaining:  r.Remaining,
 		}
 		if old, ok := s.cache.GetIfPresent(k); ok && old.limit == l && old.cost <= e.cost && old.until >= e.until {
 			continue // the old entry says more

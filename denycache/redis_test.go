@@ -1,6 +1,7 @@
-package denycache
+package denycache_test
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/denycache"
 	"github.com/ratewarden/ratewarden/internal/testredis"
 	"github.com/ratewarden/ratewarden/redisstore"
 	"github.com/redis/rueidis"
@@ -48,7 +50,7 @@ func newRedisStore(t testing.TB, srv *testredis.Server) *redisstore.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	s, err := redisstore.New(c)
+	s, err := redisstore.New(c, redisstore.WithDenyCache(0)) // plain: the cache under test wraps it
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,7 @@ func flood(t *testing.T, st ratewarden.Store, key string, lim ratewarden.Limit, 
 	for range goroutines {
 		wg.Go(func() {
 			for range perG {
-				r, err := l.Allow(bg, key, lim)
+				r, err := l.Allow(context.Background(), key, lim)
 				if err != nil {
 					errs <- err
 					return
@@ -111,7 +113,7 @@ func TestHotKeyFloodRedis(t *testing.T) {
 				t.Fatalf("plain: admitted %d, want 100", admitted)
 			}
 
-			dc, err := New(newRedisStore(t, srv))
+			dc, err := denycache.New(newRedisStore(t, srv))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +144,7 @@ func BenchmarkFloodRedis(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := lm.Allow(bg, key, lim); err != nil { // the one admission
+		if _, err := lm.Allow(context.Background(), key, lim); err != nil { // the one admission
 			b.Fatal(err)
 		}
 		before := scriptCalls(b, srv)
@@ -150,7 +152,7 @@ func BenchmarkFloodRedis(b *testing.B) {
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if r, err := lm.Allow(bg, key, lim); err != nil || r.Allowed {
+				if r, err := lm.Allow(context.Background(), key, lim); err != nil || r.Allowed {
 					b.Errorf("%+v, %v", r, err)
 					return
 				}
@@ -161,7 +163,7 @@ func BenchmarkFloodRedis(b *testing.B) {
 	}
 	b.Run("plain", func(b *testing.B) { run(b, newRedisStore(b, srv), "plain") })
 	b.Run("denycache", func(b *testing.B) {
-		dc, err := New(newRedisStore(b, srv))
+		dc, err := denycache.New(newRedisStore(b, srv))
 		if err != nil {
 			b.Fatal(err)
 		}

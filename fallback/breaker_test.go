@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/denycache"
 )
 
 var perMin10 = ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Minute}
@@ -310,6 +311,53 @@ func TestResetDuringOutage(t *testing.T) {
 		s2 := newStore(t, f, WithLogger(discard))
 		if err := s2.Reset(context.Background(), "k", lim); !errors.Is(err, ratewarden.ErrStoreUnavailable) || errors.Is(err, ErrOpen) {
 			t.Fatalf("Reset on a failing primary: err = %v, want the primary's unavailability", err)
+		}
+	})
+}
+
+// A primary with a deny cache inside it (redisstore's default) answers
+// some checks without its backend. Such answers are passed on, but say
+// nothing about the backend's health: they neither close a half-open
+// breaker nor count toward tripping it.
+func TestBreakerIgnoresLocalAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval = time.Second
+		f := newFaulty(t)
+		cached, err := denycache.New(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newStore(t, cached, WithPolicy(FailClosed), WithProbeInterval(interval), WithTripAfter(3))
+		once := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Hour}
+		mustCheck(t, s, "spent", once, 1)
+		if r := mustCheck(t, s, "spent", once, 1); r.Allowed || r.Source != ratewarden.SourceStore {
+			t.Fatalf("second check: %+v, want the store's denial", r)
+		}
+
+		f.set(failing)
+		for range 3 {
+			mustCheck(t, s, "other", perMin10, 1)
+		}
+		if st := s.State(); st != StateOpen {
+			t.Fatalf("state after 3 failures = %v, want open", st)
+		}
+		time.Sleep(interval + time.Millisecond)
+		if st := s.State(); st != StateHalfOpen {
+			t.Fatalf("state after the interval = %v, want half_open", st)
+		}
+		// The cached denial is answered through the half-open breaker...
+		if r := mustCheck(t, s, "spent", once, 1); r.Allowed || r.Source != ratewarden.SourceCache {
+			t.Fatalf("cached key while Redis is down: %+v, want the cached denial", r)
+		}
+		// ...and does not close it: the backend is still down.
+		if st := s.State(); st != StateHalfOpen {
+			t.Fatalf("state after a locally answered probe = %v, want still half_open", st)
+		}
+		if r := mustCheck(t, s, "other", perMin10, 1); r.Source != ratewarden.SourceFailClosed {
+			t.Fatalf("real probe while down: %+v, want fail_closed", r)
+		}
+		if st := s.State(); st != StateOpen {
+			t.Fatalf("state after a failed probe = %v, want open", st)
 		}
 	})
 }

@@ -55,6 +55,11 @@
 //     both ratewarden.ErrStoreUnavailable and the context's error, as
 //     nobody waits for the answer any more.
 //
+// Answers the primary gives without its backend — a denial from its deny
+// cache, an admission from a lease (Source cache or lease) — are returned
+// as they are and count neither way: they say nothing about the backend's
+// health, so they can neither close nor trip the breaker.
+//
 // Reset is not a decision, so no policy answers for it: during an outage it
 // returns an error wrapping ratewarden.ErrStoreUnavailable (ErrOpen when the
 // breaker is open). It resets the local shares either way.
@@ -162,7 +167,28 @@ func toState(st gobreaker.State) State {
 // excludes it from its counts and Check returns err unchanged.
 type passError struct{ err error }
 
-func (e *passError) Error() string { return e.err.Error() }
+func (e *passError) Error() string {
+	if e.err == nil {
+		return "fallback: answered without the backend"
+	}
+	return e.err.Error()
+}
+
+// errLocal marks a check the primary answered without its backend (from a
+// deny cache or a lease): it says nothing about the backend's health, so
+// the breaker counts it neither way, and Check returns the answer.
+var errLocal = &passError{}
+
+// answeredLocally reports whether every result came from a local cache or
+// lease inside the primary.
+func answeredLocally(res []ratewarden.Result) bool {
+	for _, r := range res {
+		if r.Source != ratewarden.SourceCache && r.Source != ratewarden.SourceLease {
+			return false
+		}
+	}
+	return len(res) > 0
+}
 
 func isPass(err error) bool {
 	var p *passError
@@ -175,6 +201,8 @@ func classify(ctx context.Context, err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case err == errLocal:
+		return err
 	case ctx.Err() != nil:
 		return &passError{callerGone(ctx)}
 	case errors.Is(err, ratewarden.ErrStoreUnavailable):
@@ -218,7 +246,15 @@ func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewa
 	if ctx.Err() != nil {
 		return callerGone(ctx)
 	}
-	err := s.call(ctx, func(cctx context.Context) error { return s.primary.Check(cctx, req, res) })
+	err := s.call(ctx, func(cctx context.Context) error {
+		if err := s.primary.Check(cctx, req, res); err != nil {
+			return err
+		}
+		if answeredLocally(res) {
+			return errLocal
+		}
+		return nil
+	})
 	if err == nil {
 		return nil
 	}

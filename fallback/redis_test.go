@@ -71,8 +71,8 @@ type traffic struct {
 	calls      atomic.Int64
 	errs       atomic.Int64
 	firstErr   atomic.Pointer[error]
-	bySource   [5]atomic.Int64
-	allowedBy  [5]atomic.Int64
+	bySource   [ratewarden.SourceLocalFallback + 1]atomic.Int64
+	allowedBy  [ratewarden.SourceLocalFallback + 1]atomic.Int64
 	badResult  atomic.Pointer[ratewarden.Result]
 }
 

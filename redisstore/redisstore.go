@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/denycache"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
@@ -38,7 +39,8 @@ const DefaultPrefix = "rw:"
 // the Store.
 type Store struct {
 	ev     evaluator
-	bat    *batcher // nil: every check is its own script call
+	bat    *batcher         // nil: every check is its own script call
+	deny   *denycache.Store // nil: no local deny cache
 	prefix string
 	enc    encCache
 	calls  sync.Pool // *call
@@ -52,6 +54,21 @@ type config struct {
 	batching   bool
 	batchSize  int
 	batchLanes int
+	denyCache  int
+}
+
+// WithDenyCache sets how many denials the Store remembers locally
+// (default denycache.DefaultMaxEntries); 0 turns the deny cache off.
+//
+// Once Redis denies a key under a limit with RetryAfter t, further checks of
+// that key and limit with at least the denied cost are denied on this
+// replica until t without a script call: a client flooding far over its
+// limit stops costing Redis anything. It is exact — it repeats only what
+// Redis decided and can never admit — with one limit: a Reset made through
+// another replica is not seen here, so this replica may keep denying that
+// key until t. See package denycache.
+func WithDenyCache(maxEntries int) Option {
+	return func(c *config) { c.denyCache = maxEntries }
 }
 
 // WithPrefix sets the string every key starts with (default "rw:"), to
@@ -121,7 +138,7 @@ func isGoRedisSharded(c redis.UniversalClient) bool {
 }
 
 func newStore(ev evaluator, sharded bool, opts []Option) (*Store, error) {
-	c := config{prefix: DefaultPrefix, batching: true, batchSize: DefaultBatchSize, batchLanes: DefaultBatchLanes}
+	c := config{prefix: DefaultPrefix, batching: true, batchSize: DefaultBatchSize, batchLanes: DefaultBatchLanes, denyCache: denycache.DefaultMaxEntries}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("redisstore: %w: nil Option", ratewarden.ErrInvalidConfig)
@@ -141,6 +158,16 @@ func newStore(ev evaluator, sharded bool, opts []Option) (*Store, error) {
 	s.calls.New = func() any { return &call{callState: callState{done: make(chan struct{}, 1)}} }
 	if c.batching && !sharded {
 		s.bat = newBatcher(ev, &s.calls, c.batchSize, c.batchLanes)
+	}
+	switch {
+	case c.denyCache < 0:
+		return nil, fmt.Errorf("redisstore: %w: deny cache size must be >= 0 (0 turns it off), got %d", ratewarden.ErrInvalidConfig, c.denyCache)
+	case c.denyCache > 0:
+		d, err := denycache.New(scriptStore{s}, denycache.WithMaxEntries(c.denyCache))
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: deny cache: %w", err)
+		}
+		s.deny = d
 	}
 	return s, nil
 }
@@ -167,8 +194,27 @@ func (c *call) reset() {
 // Redis and network failures wrap ratewarden.ErrStoreUnavailable; when the
 // caller's context ended, the error also wraps ctx.Err().
 func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
+	if s.deny != nil {
+		if err := ratewarden.ValidateRequest(req); err != nil {
+			return fmt.Errorf("redisstore: %w", err)
+		}
+		return s.deny.Check(ctx, req, res)
+	}
 	_, err := s.check(ctx, req, res)
 	return err
+}
+
+// scriptStore is the Store without its deny cache: the store the cache
+// asks when it cannot answer.
+type scriptStore struct{ s *Store }
+
+func (r scriptStore) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
+	_, err := r.s.check(ctx, req, res)
+	return err
+}
+
+func (r scriptStore) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
+	return r.s.reset(ctx, key, limits...)
 }
 
 // check is Check that also returns the instant (µs, Redis TIME) the script
@@ -219,6 +265,13 @@ func (s *Store) check(ctx context.Context, req *ratewarden.Request, res []ratewa
 
 // Reset implements ratewarden.Store: one DEL of key's state under limits.
 func (s *Store) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
+	if s.deny != nil {
+		return s.deny.Reset(ctx, key, limits...) // forgets this key's denials too
+	}
+	return s.reset(ctx, key, limits...)
+}
+
+func (s *Store) reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
 	if err := ratewarden.ValidateRequest(&ratewarden.Request{Key: key, Limits: limits}); err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}

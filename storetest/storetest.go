@@ -152,8 +152,15 @@ func checkResult(t *testing.T, r ratewarden.Result, l ratewarden.Limit) {
 	if r.Limit != l {
 		t.Fatalf("Result.Limit = %v, want the checked limit %v", r.Limit, l)
 	}
-	if r.Source != ratewarden.SourceStore {
-		t.Fatalf("Result.Source = %v, want store", r.Source)
+	// A healthy store decides exactly: from its shared state, or locally
+	// from an exact cache of its denials or a lease of its capacity.
+	switch {
+	case r.Source.Degraded():
+		t.Fatalf("Result.Source = %v: degraded, but the store is healthy", r.Source)
+	case r.Source == ratewarden.SourceCache && r.Allowed:
+		t.Fatalf("Result.Source = cache with Allowed: a deny cache may only deny")
+	case r.Source > ratewarden.SourceLocalFallback:
+		t.Fatalf("Result.Source = %v: unknown", r.Source)
 	}
 	if r.Remaining < 0 || r.Remaining > l.Capacity() {
 		t.Fatalf("Remaining = %d, want within [0, %d]", r.Remaining, l.Capacity())

@@ -25,7 +25,9 @@ type replica struct {
 }
 
 func newReplica(t *testing.T, n int, opened *atomic.Int64) *replica {
-	raw := store(t, client(t, clusterURL()))
+	// No deny cache: the keys are used up before the kill, and cached
+	// denials would keep the kill from being felt at all.
+	raw := store(t, client(t, clusterURL()), redisstore.WithDenyCache(0))
 	fb, err := fallback.New(raw,
 		fallback.WithPolicy(fallback.LocalFallback),
 		fallback.WithReplicas(n),
