@@ -3,9 +3,11 @@
 // every denial the store made and answers further checks of the same key
 // and limit locally until the denial's RetryAfter has passed.
 //
-//	redis, _ := redisstore.New(client)
-//	st, _ := denycache.New(redis)
+//	st, _ := denycache.New(inner)
 //	lim, _ := ratewarden.New(st)
+//
+// redisstore.New builds one in by default (redisstore.WithDenyCache); use
+// this package directly to put a deny cache in front of another Store.
 //
 // # Exactness
 //

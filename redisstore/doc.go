@@ -49,6 +49,16 @@
 // Store does not batch there: every check is its own script call, and
 // rueidis' auto-pipelining still shares round trips per node.
 //
+// # Deny cache
+//
+// A Store remembers the denials Redis made, in a bounded local cache
+// (package denycache; WithDenyCache sets its size, 0 turns it off): until a
+// denial's RetryAfter has passed, single-limit checks of that key and limit
+// with at least the denied cost are denied on this replica without a
+// script call, with Source ratewarden.SourceCache. It is exact — it only
+// repeats Redis' own denials and never admits — except that a Reset made
+// through another replica is not seen here until the RetryAfter has run.
+//
 // # Keys
 //
 // The state of a key under a limit lives at
