@@ -38,9 +38,10 @@ type Contender struct {
 // Contender names, as printed.
 const (
 	RWSliding          = "ratewarden sliding_window"
-	RWSlidingUnbatched = "ratewarden sliding_window, no batching"
+	RWSlidingNoCache   = "ratewarden sliding_window, no deny cache"
+	RWSlidingUnbatched = "ratewarden sliding_window, plain (no batching, no deny cache)"
 	RWToken            = "ratewarden token_bucket"
-	RWTokenUnbatched   = "ratewarden token_bucket, no batching"
+	RWTokenUnbatched   = "ratewarden token_bucket, plain (no batching, no deny cache)"
 	RedisRate          = "go-redis/redis_rate v10 (GCRA)"
 	Ulule              = "ulule/limiter v3 (redis store)"
 	Bare               = "bare INCR+PEXPIRE script (rueidis)"
@@ -49,10 +50,11 @@ const (
 // Contenders returns every contender in a fixed order.
 func Contenders() []Contender {
 	return []Contender{
-		{RWSliding, openRatewarden(ratewarden.SlidingWindow, true)},
-		{RWSlidingUnbatched, openRatewarden(ratewarden.SlidingWindow, false)},
-		{RWToken, openRatewarden(ratewarden.TokenBucket, true)},
-		{RWTokenUnbatched, openRatewarden(ratewarden.TokenBucket, false)},
+		{RWSliding, openRatewarden(ratewarden.SlidingWindow)},
+		{RWSlidingNoCache, openRatewarden(ratewarden.SlidingWindow, redisstore.WithDenyCache(0))},
+		{RWSlidingUnbatched, openRatewarden(ratewarden.SlidingWindow, redisstore.WithBatching(false), redisstore.WithDenyCache(0))},
+		{RWToken, openRatewarden(ratewarden.TokenBucket)},
+		{RWTokenUnbatched, openRatewarden(ratewarden.TokenBucket, redisstore.WithBatching(false), redisstore.WithDenyCache(0))},
 		{RedisRate, openRedisRate},
 		{Ulule, openUlule},
 		{Bare, openBare},
@@ -75,13 +77,15 @@ type rwInstance struct {
 	lim ratewarden.Limit
 }
 
-func openRatewarden(alg ratewarden.Algorithm, batching bool) func(string, int, Limit) (Instance, error) {
+// openRatewarden opens ratewarden with redisstore's defaults (batching and
+// the deny cache on) changed by opts.
+func openRatewarden(alg ratewarden.Algorithm, opts ...redisstore.Option) func(string, int, Limit) (Instance, error) {
 	return func(addr string, _ int, lim Limit) (Instance, error) {
 		c, err := newRueidis(addr)
 		if err != nil {
 			return nil, err
 		}
-		s, err := redisstore.New(c, redisstore.WithBatching(batching))
+		s, err := redisstore.New(c, opts...)
 		if err != nil {
 			c.Close()
 			return nil, err
