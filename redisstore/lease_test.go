@@ -318,9 +318,10 @@ func hotKey(t *testing.T, srv *testredis.Server, stores []ratewarden.Store, key 
 }
 
 // TestLeaseHotKeyFourInstances: 4 instances flood one key. With leases
-// they never admit more than the limit (exactly the limit for a fixed
-// window, as every leased unit is used by the flood) and make at least 5×
-// fewer script calls than plain checks.
+// they never admit more than the limit and make at least 5× fewer script
+// calls than plain checks. They may admit less: an instance whose
+// goroutines run out of checks while it still holds leased units leaves
+// them unused — at most one lease per instance.
 func TestLeaseHotKeyFourInstances(t *testing.T) {
 	srv := testredis.Start(t)
 	const instances, goroutines, perG = 4, 16, 40 // 2560 checks
@@ -346,8 +347,8 @@ func TestLeaseHotKeyFourInstances(t *testing.T) {
 			if pa < tc.min || pa > tc.max {
 				t.Errorf("plain admitted %d, want in [%d, %d]", pa, tc.min, tc.max)
 			}
-			if la < tc.min || la > tc.max {
-				t.Errorf("leases admitted %d, want in [%d, %d]", la, tc.min, tc.max)
+			if leaseMin := tc.min - instances*50; la < leaseMin || la > tc.max {
+				t.Errorf("leases admitted %d, want in [%d, %d] (at most one unused lease of 50 per instance)", la, leaseMin, tc.max)
 			}
 			if lc == 0 || pc < 5*lc {
 				t.Errorf("script calls: plain %d, leases %d; want at least 5x fewer", pc, lc)
