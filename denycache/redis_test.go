@@ -2,8 +2,6 @@ package denycache_test
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,25 +18,9 @@ import (
 // INFO commandstats.
 func scriptCalls(t testing.TB, srv *testredis.Server) int64 {
 	t.Helper()
-	info, err := srv.Do("INFO", "commandstats")
+	n, err := srv.ScriptCalls()
 	if err != nil {
 		t.Fatalf("INFO commandstats: %v", err)
-	}
-	var n int64
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if name != "cmdstat_evalsha" && name != "cmdstat_eval" || !ok {
-			continue
-		}
-		for _, f := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(f, "calls="); ok {
-				c, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					t.Fatalf("commandstats %q: %v", line, err)
-				}
-				n += c
-			}
-		}
 	}
 	return n
 }

@@ -74,22 +74,9 @@ func redisTime(tb testing.TB, srv *testredis.Server) int64 {
 // ("evalsha" -> 12).
 func commandStats(tb testing.TB, srv *testredis.Server) map[string]int64 {
 	tb.Helper()
-	m := map[string]int64{}
-	for _, line := range strings.Split(do(tb, srv, "INFO", "commandstats"), "\n") {
-		line = strings.TrimSpace(line)
-		name, rest, ok := strings.Cut(line, ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		for _, f := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(f, "calls="); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					tb.Fatalf("commandstats %q: %v", line, err)
-				}
-				m[strings.TrimPrefix(name, "cmdstat_")] = n
-			}
-		}
+	m, err := srv.CommandCalls()
+	if err != nil {
+		tb.Fatalf("INFO commandstats: %v", err)
 	}
 	return m
 }

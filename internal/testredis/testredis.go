@@ -286,3 +286,38 @@ func (p *Server) WaitReplicated(timeout time.Duration) error {
 	}
 	return fmt.Errorf("the write did not reach %s's replica within %v:\n%s", p.Addr, timeout, info)
 }
+
+// CommandCalls returns how many times the server has run each command
+// since it started (or since CONFIG RESETSTAT), from INFO commandstats,
+// keyed by lower-case command name ("evalsha", "get", ...). Commands run
+// inside scripts count too.
+func (s *Server) CommandCalls() (map[string]int64, error) {
+	info, err := s.Do("INFO", "commandstats")
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "calls="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("commandstats %q: %w", line, err)
+				}
+				m[strings.TrimPrefix(name, "cmdstat_")] = n
+			}
+		}
+	}
+	return m, nil
+}
+
+// ScriptCalls returns how many EVALSHA and EVAL calls the server has run.
+func (s *Server) ScriptCalls() (int64, error) {
+	m, err := s.CommandCalls()
+	return m["evalsha"] + m["eval"], err
+}
