@@ -328,7 +328,9 @@ func (s *Store) policyOf(l ratewarden.Limit) Policy {
 }
 
 // share is this replica's part of l: Rate (and a TokenBucket's Burst)
-// divided by replicas, rounded down, at least 1.
+// divided by replicas, rounded down, at least 1. Rounding Rate up to 1 can
+// stretch a bucket's refill time (Burst × Period / Rate) past MaxPeriod;
+// the share's Burst is then capped so the share stays a valid limit.
 func share(l ratewarden.Limit, replicas int64) ratewarden.Limit {
 	if replicas <= 1 {
 		return l
@@ -336,6 +338,9 @@ func share(l ratewarden.Limit, replicas int64) ratewarden.Limit {
 	l.Rate = max(l.Rate/replicas, 1)
 	if l.Burst > 0 {
 		l.Burst = max(l.Burst/replicas, 1)
+		if maxBurst := int64(float64(l.Rate) * float64(ratewarden.MaxPeriod) / float64(l.Period)); l.Burst > maxBurst {
+			l.Burst = max(maxBurst, 1)
+		}
 	}
 	return l
 }

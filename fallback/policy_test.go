@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +100,10 @@ func TestShare(t *testing.T) {
 		{ratewarden.PerMinute(100), 1, ratewarden.PerMinute(100)},
 		{tb, 4, ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 2, Period: time.Second, Burst: 7}},
 		{tb, 100, ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: time.Second, Burst: 1}},
+		// Rate rounds up to 1 while Burst keeps 3: the refill time would be
+		// 549 days, so the share's Burst is capped at MaxPeriod's worth.
+		{ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1999, Period: 183 * 24 * time.Hour, Burst: 3998}, 1000,
+			ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: 183 * 24 * time.Hour, Burst: 2}},
 	} {
 		got := share(tc.l, tc.replicas)
 		if got != tc.want {
@@ -106,6 +111,31 @@ func TestShare(t *testing.T) {
 		}
 		if err := got.Validate(); err != nil {
 			t.Errorf("share(%v, %d) is invalid: %v", tc.l, tc.replicas, err)
+		}
+	}
+}
+
+// Every valid limit has a valid share, for any number of replicas.
+func TestShareIsValid(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for range 20000 {
+		l := ratewarden.Limit{
+			Algorithm: ratewarden.Algorithm(r.IntN(4)),
+			Rate:      1 + r.Int64N(1_000_000),
+			Period:    time.Duration(1+r.Int64N(int64(ratewarden.MaxPeriod/time.Millisecond))) * time.Millisecond,
+		}
+		if l.Algorithm == ratewarden.TokenBucket && r.IntN(2) == 0 {
+			l.Burst = 1 + r.Int64N(10*l.Rate)
+		}
+		if l.Algorithm == ratewarden.SlidingLog {
+			l.Rate = 1 + l.Rate%ratewarden.MaxLogRate
+		}
+		if l.Validate() != nil {
+			continue
+		}
+		n := 1 + r.Int64N(5000)
+		if err := share(l, n).Validate(); err != nil {
+			t.Fatalf("share(%v, %d) = %v: %v", l, n, share(l, n), err)
 		}
 	}
 }
