@@ -394,6 +394,15 @@ func (l *Leaser) decide(ctx context.Context, ls *lease, req *ratewarden.Request,
 		return nil
 	}
 
+	// A fixed window's leftover units belong to the window they were taken
+	// in, and Redis' window may have rolled over since (the local clock
+	// judged them usable a moment ago). So take the whole cost from Redis
+	// and carry the leftovers over only if the new lease is of the same
+	// window; otherwise one check could straddle two windows.
+	fixed := lim.Algorithm == ratewarden.FixedWindow
+	if fixed {
+		need = req.Cost
+	}
 	e := l.store.enc.get(lim)
 	args := []string{"take", e.args[0], e.args[1], e.args[2], e.args[3],
 		strconv.FormatInt(need, 10), strconv.FormatInt(max(l.size, need), 10)}
@@ -415,19 +424,24 @@ func (l *Leaser) decide(ctx context.Context, ls *lease, req *ratewarden.Request,
 		return nil
 	}
 	// The units left in the old lease (avail) and need new ones make up
-	// this check; the rest of the new lease is for the checks to come.
+	// this check (a fixed window: need is the whole cost); the rest of the
+	// new lease is for the checks to come.
 	ls.deniedUntil = 0
 	ls.granted, ls.next, ls.t0 = granted, need, now
 	ls.resetAt = now + local(b)
-	if lim.Algorithm == ratewarden.FixedWindow {
+	if fixed {
+		ws := redisNow + a - lim.Period.Microseconds()
+		if ws == ls.ws {
+			ls.granted += avail // same window: the leftovers still count
+		}
 		ls.periodUs = 0
 		ls.end = now + local(a)
-		ls.ws = redisNow + a - lim.Period.Microseconds()
+		ls.ws = ws
 	} else {
 		ls.firstUs, ls.periodUs, ls.rate = a, lim.Period.Microseconds(), lim.Rate
 	}
 	*r = ratewarden.Result{
-		Allowed: true, Limit: lim, Remaining: granted - need + rem,
+		Allowed: true, Limit: lim, Remaining: ls.granted - ls.next + rem,
 		ResetAfter: time.Duration(b) * time.Microsecond,
 	}
 	return nil
