@@ -222,23 +222,56 @@ func (c IPConfig) walkList(v string) (last netip.Addr, done, bad bool) {
 	return last, false, false
 }
 
-// walkForwarded is walkList for one RFC 7239 Forwarded line.
+// walkForwarded is walkList for one RFC 7239 Forwarded line. It parses
+// one forwarded-element at a time from the right, so a malformed element
+// that a client wrote to the left of the ones our proxies appended cannot
+// spoil them: the walk stops at the first untrusted hop before reaching it.
 func (c IPConfig) walkForwarded(v string) (last netip.Addr, done, bad bool) {
-	fors, ok := parseForwardedFor(v)
-	if !ok {
-		return netip.Addr{}, false, true
-	}
-	for i := len(fors) - 1; i >= 0; i-- {
-		a, ok := parseHop(fors[i])
-		if !ok {
+	end := len(v)
+	for hops := 0; ; hops++ {
+		if hops == maxForwardedHops {
 			return netip.Addr{}, false, true
 		}
-		last = a
-		if !c.trusted(a) {
-			return a, true, false
+		start := lastElementStart(v[:end])
+		elem := v[start:end]
+		if strings.TrimSpace(elem) != "" {
+			fors, ok := parseForwardedFor(elem)
+			if !ok || len(fors) != 1 {
+				return netip.Addr{}, false, true
+			}
+			a, ok := parseHop(fors[0])
+			if !ok {
+				return netip.Addr{}, false, true
+			}
+			last = a
+			if !c.trusted(a) {
+				return a, true, false
+			}
+		}
+		if start == 0 {
+			return last, false, false
+		}
+		end = start - 1 // the comma before elem
+	}
+}
+
+// lastElementStart returns where the last forwarded-element of s begins:
+// after the last comma outside a quoted-string, or 0.
+func lastElementStart(s string) int {
+	quoted := false
+	for i := len(s) - 1; i >= 0; i-- {
+		switch s[i] {
+		case '"':
+			if i == 0 || s[i-1] != '\\' {
+				quoted = !quoted
+			}
+		case ',':
+			if !quoted {
+				return i + 1
+			}
 		}
 	}
-	return last, false, false
+	return 0
 }
 
 // parseHop reads one address as proxies write it: "192.0.2.1",

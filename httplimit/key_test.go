@@ -84,6 +84,12 @@ func TestClientIPSpoofing(t *testing.T) {
 		{"Forwarded without for", httplimit.IPConfig{TrustedProxies: proxies, Header: httplimit.Forwarded}, "10.0.0.1:80", http.Header{"Forwarded": {"proto=https"}}, "ip:10.0.0.1"},
 		{"Forwarded unterminated quote", httplimit.IPConfig{TrustedProxies: proxies, Header: httplimit.Forwarded}, "10.0.0.1:80", http.Header{"Forwarded": {`for="203.0.113.9`}}, "ip:10.0.0.1"},
 		{"Forwarded comma in quotes", httplimit.IPConfig{TrustedProxies: proxies, Header: httplimit.Forwarded}, "10.0.0.1:80", http.Header{"Forwarded": {`for="1.2.3.4, 203.0.113.9"`}}, "ip:10.0.0.1"},
+		// A client's malformed element left of what our proxy appended
+		// cannot move the client onto the proxy's key.
+		{"Forwarded client junk before proxy hop", httplimit.IPConfig{TrustedProxies: proxies, Header: httplimit.Forwarded}, "10.0.0.1:80",
+			http.Header{"Forwarded": {`for="garbage, for=203.0.113.9`}}, "ip:203.0.113.9"},
+		{"Forwarded client junk element before proxy hop", httplimit.IPConfig{TrustedProxies: proxies, Header: httplimit.Forwarded}, "10.0.0.1:80",
+			http.Header{"Forwarded": {`x y z, for=203.0.113.9;proto=https`}}, "ip:203.0.113.9"},
 		{"Forwarded no value", httplimit.IPConfig{TrustedProxies: proxies, Header: httplimit.Forwarded}, "10.0.0.1:80", http.Header{"Forwarded": {"for="}}, "ip:10.0.0.1"},
 		{"Forwarded trailing junk", httplimit.IPConfig{TrustedProxies: proxies, Header: httplimit.Forwarded}, "10.0.0.1:80", http.Header{"Forwarded": {"for=203.0.113.9 x"}}, "ip:10.0.0.1"},
 
