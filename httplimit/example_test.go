@@ -434,7 +434,7 @@ func ExampleWithLogger() {
 	send(h, "203.0.113.7:5000", "/")
 	send(h, "203.0.113.7:5000", "/")
 	// Output:
-	// level=INFO msg="httplimit: shadow mode: request over the limit passed" rule=default key=default|ip:203.0.113.7 policy="1/1m fixed_window"
+	// level=INFO msg="httplimit: shadow mode: request over the limit passed" rule=default key=default|ip:203.0.113.7 policy="1/1m fixed_window" requests=1
 }
 
 type exampleStdout struct{}

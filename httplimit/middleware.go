@@ -78,8 +78,8 @@ type Middleware struct {
 	log        *slog.Logger
 	now        func() time.Time
 
-	lastStoreLog atomic.Int64 // unix nanos of the last store-error log line
-	storeErrs    atomic.Int64 // store errors since that line
+	storeLog  logThrottle // store errors
+	shadowLog logThrottle // over-limit requests passed in shadow mode
 }
 
 // rule is a validated Rule with its header values precomputed.
@@ -290,8 +290,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.onLimit(r, info)
 	}
 	if m.shadow {
-		m.log.LogAttrs(r.Context(), slog.LevelInfo, "httplimit: shadow mode: request over the limit passed",
-			slog.String("rule", ru.Name), slog.String("key", key), slog.String("policy", bindingName(ru, d)))
+		if n, ok := m.shadowLog.take(m.now()); ok {
+			m.log.LogAttrs(r.Context(), slog.LevelInfo, "httplimit: shadow mode: request over the limit passed",
+				slog.String("rule", ru.Name), slog.String("key", key), slog.String("policy", bindingName(ru, d)), slog.Int64("requests", n))
+		}
 		next.ServeHTTP(w, r)
 		return
 	}
@@ -319,11 +321,7 @@ func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 		// a response, and the store is not to blame.
 		return
 	}
-	n := m.storeErrs.Add(1)
-	now := m.now().UnixNano()
-	last := m.lastStoreLog.Load()
-	if now-last >= int64(time.Second) && m.lastStoreLog.CompareAndSwap(last, now) {
-		m.storeErrs.Add(-n)
+	if n, ok := m.storeLog.take(m.now()); ok {
 		action := "request allowed (fail open)"
 		if m.failClosed {
 			action = "request rejected with 503 (fail closed)"
@@ -336,6 +334,25 @@ func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 		return
 	}
 	next.ServeHTTP(w, r)
+}
+
+// logThrottle lets one log line a second through and counts the events
+// since the last line, so a flood of events does not flood the log.
+type logThrottle struct {
+	last  atomic.Int64 // unix nanos of the last line
+	count atomic.Int64 // events since then
+}
+
+// take records an event at now and reports whether to log it, with the
+// number of events the line stands for.
+func (t *logThrottle) take(now time.Time) (int64, bool) {
+	n := t.count.Add(1)
+	ns, last := now.UnixNano(), t.last.Load()
+	if ns-last < int64(time.Second) || !t.last.CompareAndSwap(last, ns) {
+		return 0, false
+	}
+	t.count.Add(-n)
+	return n, true
 }
 
 func bindingName(ru *rule, d ratewarden.Decision) string {

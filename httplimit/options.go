@@ -116,8 +116,9 @@ func WithSkip(fn func(*http.Request) bool) Option {
 
 // WithShadow turns shadow (dry-run) mode on or off. In shadow mode every
 // request is decided, counted and given its rate limit headers as usual,
-// and requests over the limit are reported (WithOnLimit, and an Info line
-// in the log) but passed to the next handler: a way to try a limit on
+// and requests over the limit are reported (WithOnLimit for each, and an
+// Info line in the log at most once a second with the count since the last
+// line) but passed to the next handler: a way to try a limit on
 // production traffic before enforcing it. Retry-After is not sent.
 func WithShadow(on bool) Option {
 	return func(c *config) error {
