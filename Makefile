@@ -1,16 +1,18 @@
 # ratewarden: `make test` is what CI runs (.ci/run); `make run` starts the service.
 GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
-# bench/ is linted but not part of `make test`: its Go benchmarks and the
-# peer comparison run with `make bench` / `make bench-peers`.
-MODULES := . service
-LINT_MODULES := $(MODULES) $(wildcard bench)
+# The three modules: the library, the service, and the benchmarks against
+# other limiters (its tests check every contender's exactness; its
+# benchmarks run with `make bench` and `make bench-peers`).
+MODULES := . service bench
+LINT_MODULES := $(MODULES)
 
-.PHONY: test lint vet staticcheck fmt-check redis bench
+.PHONY: test lint vet staticcheck fmt-check deps redis bench
 
-# test: install redis-server if missing, check formatting, vet, staticcheck,
-# then the whole suite with the race detector in every module.
-test: redis fmt-check vet staticcheck
+# test: install what the tests need if missing (redis-server, redis-cli, a
+# C compiler for -race), check formatting, vet, staticcheck, then the whole
+# suite with the race detector in every module.
+test: deps fmt-check vet staticcheck
 	@for m in $(MODULES); do echo "== go test -race $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 8m ./...) || exit 1; done
 
 lint: fmt-check vet staticcheck
@@ -25,13 +27,15 @@ vet:
 staticcheck:
 	@for m in $(LINT_MODULES); do (cd $$m && $(GO) run $(STATICCHECK) ./...) || exit 1; done
 
-# redis: the tests start their own redis-server processes; make sure the
-# binary is there (CI machines start without it).
-redis:
-	@./scripts/install-redis.sh
+# deps: the tests start their own redis-server processes; make sure the
+# binaries and a C compiler are there (new machines start without them).
+deps:
+	@./scripts/install-test-deps.sh
+redis: deps
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+# bench: every module's Go benchmarks (they start their own redis-server).
+bench: deps
+	@for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem ./...) || exit 1; done
 
 # run: the service on the in-memory store (single node) with the example
 # config: HTTP API on :8080, Envoy's gRPC rate limit service on :8081.
@@ -46,7 +50,7 @@ build:
 
 # bench-peers: ratewarden against go-redis/redis_rate, ulule/limiter and a
 # bare INCR+PEXPIRE script on one private redis-server; prints markdown
-# tables (about 4 minutes). Longer or narrower runs:
+# tables (about 5 minutes). Longer or narrower runs:
 # make bench-peers BENCH_FLAGS="-d 3s -reps 5 -c 64 -workloads 'many keys'"
 .PHONY: bench-peers
 bench-peers: redis
