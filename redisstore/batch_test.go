@@ -146,6 +146,9 @@ func TestBatchingQueuedCheckLeavesOnCancel(t *testing.T) {
 	for i := range 5 { // queue behind them
 		wg.Go(func() { errs <- check(bg, "queued"+strconv.Itoa(i)) })
 	}
+	for s.bat.queued() < 5 { // all five queued, none late enough to find a free lane
+		time.Sleep(time.Millisecond)
+	}
 	ctx, cancel := context.WithTimeout(bg, 30*time.Millisecond)
 	defer cancel()
 	t0 := time.Now()

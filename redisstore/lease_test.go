@@ -251,29 +251,29 @@ func TestLeaseReset(t *testing.T) {
 // admitted them; later the Leaser asks Redis again.
 func TestLeaseTokenBucketUnitsExpire(t *testing.T) {
 	srv := testredis.Start(t)
-	// One unit per 200ms.
-	lim := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 5, Period: time.Second, Burst: 5}
+	// One unit per 800ms: room for a slow, loaded machine.
+	lim := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 5, Period: 4 * time.Second, Burst: 5}
 	plain, l := openLeaser(t, srv.Addr, WithLeaseSize(3))
 	warm(t, l)
 	before := scriptCalls(t, srv)
 	if r := leaseCheck(t, l, "k", 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceStore {
 		t.Fatalf("first = %+v", r)
 	}
-	// Units 1 and 2 are usable until ~200ms and ~400ms.
+	// Units 1 and 2 are usable until ~800ms and ~1.6s.
 	if r := leaseCheck(t, l, "k", 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceLease {
 		t.Fatalf("second (at once) = %+v, want a local admission", r)
 	}
 	if n := scriptCalls(t, srv) - before; n != 1 {
 		t.Fatalf("%d script calls, want 1", n)
 	}
-	// The lease moved the TAT by 3 intervals: 600ms ahead.
+	// The lease moved the TAT by 3 intervals: 2.4s ahead.
 	tat, _ := strconv.ParseInt(do(t, srv, "GET", plain.Key("k", lim)), 10, 64)
-	if ahead := tat - redisTime(t, srv); ahead <= 400_000 || ahead > 600_000 {
-		t.Errorf("TAT %d µs ahead of now, want in (400ms, 600ms]", ahead)
+	if ahead := tat - redisTime(t, srv); ahead <= 1_600_000 || ahead > 2_400_000 {
+		t.Errorf("TAT %d µs ahead of now, want in (1.6s, 2.4s]", ahead)
 	}
-	time.Sleep(450 * time.Millisecond) // unit 2's instant has passed
+	time.Sleep(1800 * time.Millisecond) // unit 2's instant has passed
 	if r := leaseCheck(t, l, "k", 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceStore {
-		t.Errorf("after 450ms = %+v, want a new lease from Redis", r)
+		t.Errorf("after 1.8s = %+v, want a new lease from Redis", r)
 	}
 	if n := scriptCalls(t, srv) - before; n != 2 {
 		t.Errorf("%d script calls, want 2", n)
