@@ -154,6 +154,16 @@ func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) 
 		}
 		if e.kind == kindCounted {
 			e.key = envoyKey(req.GetDomain(), entries[i])
+			if e.mult > 0 {
+				// An override counts on its own state, apart from the
+				// configured limit of the same entries (and from other
+				// override rates): limits with one algorithm and period
+				// on one key would share a counter, so the stricter of
+				// two would see the other's hits and one of them could
+				// not be enforced at its own rate. '#' never appears
+				// unescaped in envoyKey, so no entry can forge this.
+				e.key += "#override=" + url.QueryEscape(e.limit.String())
+			}
 		}
 	}
 	for i := range evals {
@@ -276,8 +286,9 @@ func envoyKey(domain string, entries []config.Entry) string {
 
 // group turns the counted descriptors into units (store calls). The limits
 // of one key with the same cost, failure policy and shadow mode form one
-// atomic unit; the same limit on the same key twice counts its costs
-// together.
+// atomic unit; the same limit (rate, burst, algorithm and period) on the
+// same key twice counts its costs together. Descriptors with different
+// limits never merge, so none loses its own rate.
 func group(evals []evalDesc) []*unit {
 	type slot struct {
 		key    string
@@ -297,12 +308,11 @@ func group(evals []evalDesc) []*unit {
 		if e.kind != kindCounted {
 			continue
 		}
-		// Limits of one scope on one key share state, so they merge.
-		sl := slot{key: e.key, fp: e.fp, shadow: e.shadow, limit: ratewarden.Limit{Algorithm: e.limit.Algorithm, Period: e.limit.Period}}
+		// The same limit on one key twice shares state, so it merges.
+		sl := slot{key: e.key, fp: e.fp, shadow: e.shadow, limit: e.limit}
 		m := index[sl]
 		if m == nil {
 			m = &merged{slot: sl}
-			m.limit = e.limit
 			index[sl] = m
 			ms = append(ms, m)
 		}

@@ -1,0 +1,69 @@
+package server_test
+
+import (
+	"testing"
+	"time"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
+	"github.com/ratewarden/ratewarden/service/server"
+)
+
+// hourlyConfig is a test-only domain whose limits count per hour, so a
+// test's requests never straddle a window (alignWindow keeps them inside
+// one hour).
+const hourlyConfig = `
+domain: hourly
+descriptors:
+  - key: k
+    rate_limit: {unit: hour, requests_per_unit: 100}
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: path
+    value: /api/*
+    rate_limit: {unit: hour, requests_per_unit: 20}
+`
+
+func hourlyServer(t *testing.T) rlspb.RateLimitServiceClient {
+	t.Helper()
+	c := rlsClient(t, start(t, memBackend(t), server.WithConfig(parseConfig(t, hourlyConfig))))
+	alignWindow(time.Hour, 10*time.Second)
+	return c
+}
+
+func override(rate uint32, unit typepb.RateLimitUnit, kv ...string) *rlcommon.RateLimitDescriptor {
+	d := desc(kv...)
+	d.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: rate, Unit: unit}
+	return d
+}
+
+// TestSameEntriesDifferentLimits: a descriptor with a limit override and
+// one without, on the same entries, are each held to their own limit and
+// each report their own limit and remaining.
+func TestSameEntriesDifferentLimits(t *testing.T) {
+	c := hourlyServer(t)
+	for i := range 2 {
+		r := shouldRL(t, c, "hourly", 1, desc("k", "v"), override(2, typepb.RateLimitUnit_HOUR, "k", "v"))
+		wantCodes(t, "request "+string(rune('1'+i)), r, ok, ok, ok)
+		s0, s1 := r.Statuses[0], r.Statuses[1]
+		if s0.GetCurrentLimit().GetRequestsPerUnit() != 100 || s0.GetLimitRemaining() != uint32(99-i) {
+			t.Errorf("request %d: configured status %v, want limit 100 remaining %d", i+1, s0, 99-i)
+		}
+		if s1.GetCurrentLimit().GetRequestsPerUnit() != 2 || s1.GetLimitRemaining() != uint32(1-i) {
+			t.Errorf("request %d: override status %v, want limit 2 remaining %d", i+1, s1, 1-i)
+		}
+	}
+	r := shouldRL(t, c, "hourly", 1, desc("k", "v"), override(2, typepb.RateLimitUnit_HOUR, "k", "v"))
+	wantCodes(t, "3rd request: the override's 2/hour is spent", r, over, ok, over)
+	if got := r.Statuses[0].GetLimitRemaining(); got != 98 {
+		t.Errorf("configured remaining %d after a denied request, want 98 (nothing consumed)", got)
+	}
+	// The configured limit alone still has its own allowance.
+	r = shouldRL(t, c, "hourly", 1, desc("k", "v"))
+	wantCodes(t, "configured alone", r, ok, ok)
+	if got := r.Statuses[0].GetLimitRemaining(); got != 97 {
+		t.Errorf("configured remaining %d, want 97", got)
+	}
+}
