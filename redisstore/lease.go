@@ -84,6 +84,10 @@ const (
 // keeps using units it leased before, up to one lease of units beyond the
 // fresh allowance, and keeps its remembered denial until its RetryAfter.
 //
+// A local answer's Remaining is the lease's unused units plus what Redis
+// had left beyond them at the last script call (exact while no other
+// replica consumes meanwhile).
+//
 // Admissions from a lease have Source ratewarden.SourceLease, denials
 // remembered from Redis SourceCache, and decisions of a script call
 // SourceStore.
@@ -130,6 +134,10 @@ type lease struct {
 
 	deniedNeed  int64 // a script call denied this many units ...
 	deniedUntil int64 // ... until then (ns); 0: no denial remembered
+
+	// shared is what Redis had left beyond this lease at the last script
+	// call: local answers report it in Remaining with the leased units.
+	shared int64
 }
 
 // LeaseOption configures a Leaser.
@@ -372,13 +380,13 @@ func (l *Leaser) decide(ctx context.Context, ls *lease, req *ratewarden.Request,
 			ls.next += req.Cost
 			rem -= req.Cost
 		}
-		*r = ratewarden.Result{Allowed: true, Limit: lim, Remaining: rem, ResetAfter: max(time.Duration(ls.resetAt-now), 0), Source: ratewarden.SourceLease}
+		*r = ratewarden.Result{Allowed: true, Limit: lim, Remaining: rem + ls.shared, ResetAfter: max(time.Duration(ls.resetAt-now), 0), Source: ratewarden.SourceLease}
 		return nil
 	}
 	need := req.Cost - avail
 	if now < ls.deniedUntil && need >= ls.deniedNeed {
 		retry := time.Duration(ls.deniedUntil - now)
-		*r = ratewarden.Result{Limit: lim, Remaining: avail, RetryAfter: retry, ResetAfter: max(time.Duration(ls.resetAt-now), retry), Source: ratewarden.SourceCache}
+		*r = ratewarden.Result{Limit: lim, Remaining: avail + ls.shared, RetryAfter: retry, ResetAfter: max(time.Duration(ls.resetAt-now), retry), Source: ratewarden.SourceCache}
 		return nil
 	}
 	if req.Peek {
@@ -414,6 +422,7 @@ func (l *Leaser) decide(ctx context.Context, ls *lease, req *ratewarden.Request,
 		return fmt.Errorf("redisstore: lease: %w: reply has %d integers, want 5", ratewarden.ErrStoreUnavailable, len(out))
 	}
 	redisNow, granted, rem, a, b := out[0], out[1], out[2], out[3], out[4]
+	ls.shared = rem
 	if granted == 0 {
 		ls.deniedNeed, ls.deniedUntil = need, now+local(a)
 		ls.resetAt = now + local(b)

@@ -123,8 +123,9 @@ func TestLeaseFixedWindowSharesTheCounter(t *testing.T) {
 	before = scriptCalls(t, srv)
 	for i := range 3 {
 		r := leaseCheck(t, l, "k", 1, false, lim)[0]
-		if !r.Allowed || r.Source != ratewarden.SourceLease || r.Remaining != int64(2-i) {
-			t.Errorf("leased check %d = %+v, want a local admission", i, r)
+		// Remaining: the lease's units left plus the 6 Redis had beyond it.
+		if !r.Allowed || r.Source != ratewarden.SourceLease || r.Remaining != int64(2-i)+6 {
+			t.Errorf("leased check %d = %+v, want a local admission with %d remaining", i, r, 8-i)
 		}
 	}
 	if r := leaseCheck(t, l, "k", 1, true, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceStore || r.Remaining != 6 {
