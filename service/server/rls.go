@@ -104,8 +104,8 @@ func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) 
 			return nil, invalid("descriptors[%d]: is_negative_hits is not supported (a decision never refunds)", i)
 		}
 		if o := d.GetLimit(); o != nil {
-			if _, ok := overrideUnits[o.GetUnit()]; !ok {
-				return nil, invalid("descriptors[%d].limit.unit: %s is not supported (want SECOND, MINUTE, HOUR or DAY)", i, o.GetUnit())
+			if _, _, err := overridePeriod(o, i); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -229,15 +229,11 @@ func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) 
 // does: it replaces the configured rate (the algorithm stays the matched
 // node's, fixed_window otherwise) and applies even without a matching node.
 func (g *rls) override(e *evalDesc, o *rlcommon.RateLimitDescriptor_RateLimitOverride, node *config.Descriptor, dom *config.Domain, sn *snapshot, i int) error {
+	period, mult, err := overridePeriod(o, i)
+	if err != nil {
+		return err
+	}
 	unit := overrideUnits[o.GetUnit()]
-	mult := uint32(1)
-	if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
-		mult = m.GetValue()
-	}
-	period := config.Units[unit] * time.Duration(mult)
-	if period > ratewarden.MaxPeriod {
-		return invalid("descriptors[%d].limit: period %d %s is longer than %v", i, mult, unit, ratewarden.MaxPeriod)
-	}
 	e.rl = &config.RateLimit{Unit: unit, RequestsPerUnit: o.GetRequestsPerUnit()}
 	e.mult, e.label = mult, "override"
 	alg, failure := config.DefaultEnvoyAlgorithm, config.FailurePolicy("")
@@ -258,6 +254,28 @@ func (g *rls) override(e *evalDesc, o *rlcommon.RateLimitDescriptor_RateLimitOve
 	}
 	e.fp = g.s.failure(sn.cfg, failure, dom.Failure)
 	return nil
+}
+
+// overridePeriod returns the period of descriptor i's limit override and
+// its unit_multiplier (at least 1), or an INVALID_ARGUMENT error when the
+// unit is not supported or the period would be longer than MaxPeriod. The
+// multiplier is checked before multiplying, so a huge one cannot wrap a
+// time.Duration around to a short period.
+func overridePeriod(o *rlcommon.RateLimitDescriptor_RateLimitOverride, i int) (time.Duration, uint32, error) {
+	unit, ok := overrideUnits[o.GetUnit()]
+	if !ok {
+		return 0, 0, invalid("descriptors[%d].limit.unit: %s is not supported (want SECOND, MINUTE, HOUR or DAY)", i, o.GetUnit())
+	}
+	mult := uint32(1)
+	if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
+		mult = m.GetValue()
+	}
+	u := config.Units[unit]
+	if time.Duration(mult) > ratewarden.MaxPeriod/u {
+		return 0, 0, invalid("descriptors[%d].limit.unit_multiplier: %d %s is longer than the longest period, %v (at most %d %s)",
+			i, mult, unit, ratewarden.MaxPeriod, int64(ratewarden.MaxPeriod/u), unit)
+	}
+	return u * time.Duration(mult), mult, nil
 }
 
 func currentLimit(e *evalDesc) *rlspb.RateLimitResponse_RateLimit {

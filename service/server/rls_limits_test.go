@@ -1,12 +1,17 @@
 package server_test
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratewarden/ratewarden/service/server"
 )
@@ -66,4 +71,31 @@ func TestSameEntriesDifferentLimits(t *testing.T) {
 	if got := r.Statuses[0].GetLimitRemaining(); got != 97 {
 		t.Errorf("configured remaining %d, want 97", got)
 	}
+}
+
+// TestOverrideMultiplierOverflow: a unit_multiplier whose period overflows
+// a time.Duration is refused, not wrapped around to a short period.
+func TestOverrideMultiplierOverflow(t *testing.T) {
+	c := hourlyServer(t)
+	for _, tc := range []struct {
+		unit typepb.RateLimitUnit
+		mult uint32
+	}{
+		{typepb.RateLimitUnit_DAY, 3335999724},    // wraps to about 31 minutes
+		{typepb.RateLimitUnit_DAY, 367},           // just past MaxPeriod
+		{typepb.RateLimitUnit_SECOND, 4294967295}, // about 136 years
+	} {
+		d := override(1, tc.unit, "k", "mult")
+		d.Limit.UnitMultiplier = wrapperspb.UInt32(tc.mult)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := c.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "hourly", Descriptors: []*rlcommon.RateLimitDescriptor{d}})
+		cancel()
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "unit_multiplier") {
+			t.Errorf("%v × %d: %v, want InvalidArgument naming unit_multiplier", tc.unit, tc.mult, err)
+		}
+	}
+	// The longest period that fits is accepted.
+	d := override(1, typepb.RateLimitUnit_DAY, "k", "mult")
+	d.Limit.UnitMultiplier = wrapperspb.UInt32(366)
+	wantCodes(t, "366 days", shouldRL(t, c, "hourly", 1, d), ok, ok)
 }
