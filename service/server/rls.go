@@ -334,7 +334,7 @@ func group(evals []evalDesc) []*unit {
 			index[sl] = m
 			ms = append(ms, m)
 		}
-		m.cost = min(m.cost+e.cost, math.MaxInt64/2)
+		m.cost = addSat(m.cost, e.cost)
 		m.descs = append(m.descs, i)
 	}
 	type unitKey struct {
@@ -363,6 +363,16 @@ func group(evals []evalDesc) []*unit {
 		}
 	}
 	return units
+}
+
+// addSat adds two costs (both >= 0), saturating at math.MaxInt64 instead
+// of wrapping negative: a saturated cost is above every limit's capacity,
+// so it is OVER_LIMIT and consumes nothing.
+func addSat(a, b int64) int64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 var _ rlspb.RateLimitServiceServer = (*rls)(nil)
