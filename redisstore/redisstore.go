@@ -194,38 +194,50 @@ func (c *call) reset() {
 // Redis and network failures wrap ratewarden.ErrStoreUnavailable; when the
 // caller's context ended, the error also wraps ctx.Err().
 func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
+	if err := validate(req, res); err != nil {
+		return err
+	}
 	if s.deny != nil {
-		if err := ratewarden.ValidateRequest(req); err != nil {
-			return fmt.Errorf("redisstore: %w", err)
-		}
 		return s.deny.Check(ctx, req, res)
 	}
-	_, err := s.check(ctx, req, res)
+	_, err := s.eval(ctx, req, res)
 	return err
 }
 
 // scriptStore is the Store without its deny cache: the store the cache
-// asks when it cannot answer.
+// asks when it cannot answer, with a request Check has validated.
 type scriptStore struct{ s *Store }
 
 func (r scriptStore) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
-	_, err := r.s.check(ctx, req, res)
+	_, err := r.s.eval(ctx, req, res)
 	return err
+}
+
+func validate(req *ratewarden.Request, res []ratewarden.Result) error {
+	if err := ratewarden.ValidateRequest(req); err != nil {
+		return fmt.Errorf("redisstore: %w", err)
+	}
+	if len(res) != len(req.Limits) {
+		return fmt.Errorf("redisstore: %w: res has %d elements for %d limits", ratewarden.ErrInvalidConfig, len(res), len(req.Limits))
+	}
+	return nil
 }
 
 func (r scriptStore) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
 	return r.s.reset(ctx, key, limits...)
 }
 
-// check is Check that also returns the instant (µs, Redis TIME) the script
-// decided at.
+// check is Check without the deny cache that also returns the instant (µs,
+// Redis TIME) the script decided at.
 func (s *Store) check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) (int64, error) {
-	if err := ratewarden.ValidateRequest(req); err != nil {
-		return 0, fmt.Errorf("redisstore: %w", err)
+	if err := validate(req, res); err != nil {
+		return 0, err
 	}
-	if len(res) != len(req.Limits) {
-		return 0, fmt.Errorf("redisstore: %w: res has %d elements for %d limits", ratewarden.ErrInvalidConfig, len(res), len(req.Limits))
-	}
+	return s.eval(ctx, req, res)
+}
+
+// eval runs the script for a validated req.
+func (s *Store) eval(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, unavailable(ctx, "eval", err)
 	}
