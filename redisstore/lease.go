@@ -298,14 +298,24 @@ func (l *Leaser) get(key string, lim ratewarden.Limit) *lease {
 	return ls
 }
 
-// evict drops one lease, preferring one with nothing usable. Leases that a
-// check holds are skipped; if every lease is busy, nothing is dropped and
-// the bound is exceeded by at most the checks in flight. l.mu is held.
+// evictSample bounds the leases evict looks at, so that a full Leaser does
+// not scan them all, under l.mu, for every new key. Map iteration order is
+// random, so the sample is too.
+const evictSample = 32
+
+// evict drops one lease, preferring one with nothing usable among a random
+// sample. Leases that a check holds are skipped; if every lease looked at
+// is busy, nothing is dropped and the bound is exceeded by at most the
+// checks in flight. l.mu is held.
 func (l *Leaser) evict() {
 	now := l.now()
 	var idle leaseKey
 	var idleLease *lease
+	seen := 0
 	for k, ls := range l.leases {
+		if seen++; seen > evictSample {
+			break
+		}
 		select {
 		case ls.lock <- struct{}{}:
 		default:
