@@ -222,8 +222,10 @@ func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewa
 		return err
 	}
 	// The store decided at or after t. Count the denial from t rounded
-	// down to its microsecond (stores report whole microseconds), so that
-	// it ends no later than the store's own.
+	// down to its wall-clock microsecond: a store on the same clock
+	// (memstore) truncates its instants so, and for any other store the
+	// rounding only moves the end earlier. Either way the entry ends no
+	// later than the store's own denial.
 	s.learn(req, res, now-int64(t.Nanosecond()%1000), gen)
 	return nil
 }
