@@ -225,3 +225,31 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestEmptyConfigRefused: a configuration with no policies and no domains
+// (an empty or truncated file, comments only, a directory without config
+// files) is refused: loaded, it would lift every limit.
+func TestEmptyConfigRefused(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.yaml")
+	comments := filepath.Join(dir, "comments.yaml")
+	noDir := t.TempDir()
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(comments, []byte("# nothing yet\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, paths := range [][]string{{empty}, {comments}, {dir}, {noDir}, {empty, comments}} {
+		cfg, err := config.Load(paths...)
+		if cfg != nil || !errors.Is(err, ratewarden.ErrInvalidConfig) {
+			t.Fatalf("Load(%v) = %v, %v; want an invalid-config error", paths, cfg, err)
+		}
+		if ps := config.Problems(err); len(ps) != 1 || !strings.Contains(ps[0].Msg, "no policies or domains") || ps[0].File != strings.Join(paths, ", ") {
+			t.Errorf("Load(%v) problems %v", paths, ps)
+		}
+	}
+	if cfg, err := config.Parse("p.yaml", []byte("policies: {}\n")); cfg != nil || !errors.Is(err, ratewarden.ErrInvalidConfig) {
+		t.Errorf("Parse(policies: {}) = %v, %v", cfg, err)
+	}
+}

@@ -109,14 +109,14 @@ func Load(paths ...string) (*Config, error) {
 		}
 		l.parse(f, b)
 	}
-	return l.finish(files)
+	return l.finish(paths, files)
 }
 
 // Parse validates one file's contents; name is used in problems.
 func Parse(name string, data []byte) (*Config, error) {
 	l := newLoader()
 	l.parse(name, data)
-	return l.finish([]string{name})
+	return l.finish([]string{name}, []string{name})
 }
 
 type loader struct {
@@ -129,7 +129,19 @@ func newLoader() *loader {
 	return &loader{cfg: &Config{Policies: map[string]*Policy{}, Domains: map[string]*Domain{}}}
 }
 
-func (l *loader) finish(files []string) (*Config, error) {
+// finish returns the configuration read from files (under paths), or every
+// problem found. A configuration with no policies and no domains is a
+// problem too: an empty or truncated file (what `cat > f` or a non-atomic
+// save leaves for a moment) or a directory without config files would
+// otherwise lift every limit, a block list's included.
+func (l *loader) finish(paths, files []string) (*Config, error) {
+	if len(l.problems) == 0 && len(l.cfg.Policies) == 0 && len(l.cfg.Domains) == 0 {
+		msg := "no policies or domains: an empty configuration is refused (it would lift every limit)"
+		if len(files) == 0 {
+			msg = "no policies or domains: no *.yaml or *.yml files"
+		}
+		l.problems = append(l.problems, Problem{File: strings.Join(paths, ", "), Msg: msg})
+	}
 	if len(l.problems) > 0 {
 		return nil, &Error{Problems: l.problems}
 	}

@@ -26,7 +26,7 @@ func TestAPIStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	conf, err := config.Parse("t.yaml", []byte("policies: {}\n"))
+	conf, err := config.Parse("t.yaml", []byte("policies: {unused: 1/1s}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

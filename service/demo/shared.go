@@ -80,7 +80,9 @@ func startShared(ctx context.Context, cfg *Config, rep *Report, cl *cleanup) (*s
 		return nil, err
 	}
 	cl.add(func() { _ = b.Close() })
-	conf, err := config.Parse("demo.yaml", []byte("policies: {}\n"))
+	// The demo's clients send inline limits; the policy is there because
+	// a configuration without any policy or domain is refused.
+	conf, err := config.Parse("demo.yaml", []byte("policies: {unused: 1/1s}\n"))
 	if err != nil {
 		return nil, fmt.Errorf("demo: server config: %w", err)
 	}

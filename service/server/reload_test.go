@@ -3,6 +3,7 @@ package server_test
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,5 +68,44 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 	}
 	if _, err := server.New(memBackend(t)); !errors.Is(err, ratewarden.ErrInvalidConfig) {
 		t.Fatalf("New without config = %v", err)
+	}
+}
+
+// TestReloadRefusesEmptyConfig: truncating the watched file (what `cat > f`
+// or a non-atomic save does first) must not install an empty
+// configuration, which would lift every limit (a block list too): the old
+// one stays in force and the failure is counted.
+func TestReloadRefusesEmptyConfig(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "config.yaml")
+	writeFile(t, f, "policies:\n  api: 1/1h fixed_window\n---\ndomain: edge\ndescriptors:\n  - key: path\n    value: /admin\n    rate_limit: {unit: second, requests_per_unit: 0}\n")
+	s := start(t, memBackend(t), server.WithConfigPaths(dir), server.WithReloadInterval(20*time.Millisecond))
+	c := rlsClient(t, s)
+	wantCodes(t, "blocked before", shouldRL(t, c, "edge", 1, desc("path", "/admin")), over, over)
+
+	before := metric(t, s, "ratewarden_config_reloads_total", `result="failure"`)
+	writeFile(t, f, "")
+	eventually(t, 5*time.Second, "a failed reload", func() bool {
+		return metric(t, s, "ratewarden_config_reloads_total", `result="failure"`) > before
+	})
+	if got := metric(t, s, "ratewarden_config_last_reload_successful"); got != 0 {
+		t.Errorf("last_reload_successful = %v after an empty config", got)
+	}
+	if cfg := s.Config(); len(cfg.Policies) != 1 || len(cfg.Domains) != 1 {
+		t.Fatalf("empty config installed: %d policies, %d domains", len(cfg.Policies), len(cfg.Domains))
+	}
+	wantCodes(t, "still blocked", shouldRL(t, c, "edge", 1, desc("path", "/admin")), over, over)
+	if err := s.Reload(); !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), "no policies or domains") {
+		t.Errorf("Reload = %v", err)
+	}
+}
+
+// TestNewRefusesEmptyConfigDir: starting on a directory with no config in
+// it fails with a clear error.
+func TestNewRefusesEmptyConfigDir(t *testing.T) {
+	dir := t.TempDir()
+	_, err := server.New(memBackend(t), server.WithConfigPaths(dir))
+	if !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), dir+": no policies or domains") {
+		t.Fatalf("New = %v", err)
 	}
 }

@@ -285,12 +285,16 @@ func (s *Server) Reload() error {
 	return nil
 }
 
-// watch polls the config files' fingerprint and reloads on change.
+// watch polls the config files' fingerprint and reloads on change, once
+// the new fingerprint has been seen on two polls in a row: a file caught
+// half-written (truncated, then filled, as `cat > f` or a non-atomic save
+// does) is not loaded until it stops changing.
 func (s *Server) watch() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
 	lastErr := ""
+	var st settle
 	for {
 		select {
 		case <-s.stop:
@@ -309,9 +313,29 @@ func (s *Server) watch() {
 			continue
 		}
 		lastErr = ""
-		if changed {
+		if st.stable(fp, changed) {
 			_ = s.Reload() // logged inside
 		}
+	}
+}
+
+// settle tells the watcher when a changed fingerprint has settled.
+type settle struct{ pending string }
+
+// stable is called on every poll with the fingerprint read and whether it
+// differs from the loaded one. It reports true when a changed fingerprint
+// is the same one the previous poll saw: the files stopped changing.
+func (st *settle) stable(fp string, changed bool) bool {
+	switch {
+	case !changed:
+		st.pending = ""
+		return false
+	case fp != st.pending:
+		st.pending = fp // changed: reload if it is the same on the next poll
+		return false
+	default:
+		st.pending = ""
+		return true
 	}
 }
 
