@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/ratewarden/ratewarden/internal/testredis"
 )
 
 func TestMain(m *testing.M) {
@@ -149,6 +152,23 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		}
 		if !strings.Contains(errb.String(), "ratewarden serve: ") {
 			t.Errorf("%v: no clear error: %s", args, errb.String())
+		}
+	}
+}
+
+// TestServeRejectsZeroRedisTimeout: --redis-timeout 0 would make every
+// Redis call fail; it is refused at startup with a clear error, even with
+// a Redis that answers.
+func TestServeRejectsZeroRedisTimeout(t *testing.T) {
+	rs := testredis.Start(t)
+	for _, d := range []string{"0", "0s", "-1ms"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var out, errb bytes.Buffer
+		code := run(ctx, []string{"serve", "--redis", "redis://" + rs.Addr, "--redis-timeout", d,
+			"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, &out, &errb, noenv)
+		cancel()
+		if code != 1 || !strings.Contains(errb.String(), "ratewarden serve: --redis-timeout "+strconv.Quote(d)+": want a duration > 0") {
+			t.Errorf("--redis-timeout %s: exit %d, want 1 with a clear error; stderr:\n%s", d, code, errb.String())
 		}
 	}
 }

@@ -91,7 +91,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	parsed := map[string]time.Duration{}
 	for name, v := range durs {
 		d, err := time.ParseDuration(*v)
-		if err != nil || d < 0 {
+		switch {
+		case name == "--redis-timeout" && (err != nil || d <= 0):
+			// 0 would make every Redis call fail at once.
+			return fail("%s %q: want a duration > 0 such as 50ms, 1s", name, *v)
+		case err != nil || d < 0:
 			return fail("%s %q: want a duration such as 50ms, 1s", name, *v)
 		}
 		parsed[name] = d

@@ -88,11 +88,19 @@ func WithLogger(l *slog.Logger) Option { return func(o *redisOptions) { o.logger
 //	redis://host:port?addr=host2:port2&addr=...      Cluster (several seeds)
 //	redis://host:port?master_set=name                Sentinel
 //
-// It fails when Redis cannot be reached now.
+// It fails when an option is invalid (before connecting) or when Redis
+// cannot be reached now. The store of every failure policy is built here,
+// so Store never fails later.
 func NewRedis(url string, opts ...Option) (*Redis, error) {
 	o := redisOptions{timeout: fallback.DefaultTimeout, replicas: 1, probe: fallback.DefaultProbeInterval, logger: slog.Default()}
 	for _, f := range opts {
+		if f == nil {
+			return nil, fmt.Errorf("%w: redis backend: nil Option", ratewarden.ErrInvalidConfig)
+		}
 		f(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	copt, err := rueidis.ParseURL(url)
 	if err != nil {
@@ -108,7 +116,31 @@ func NewRedis(url string, opts ...Option) (*Redis, error) {
 		client.Close()
 		return nil, err
 	}
-	return &Redis{client: client, primary: primary, opts: o, stores: map[config.FailurePolicy]*fallback.Store{}}, nil
+	r := &Redis{client: client, primary: primary, opts: o, stores: map[config.FailurePolicy]*fallback.Store{}}
+	for _, fp := range config.FailurePolicies {
+		if _, err := r.store(fp); err != nil {
+			client.Close()
+			return nil, fmt.Errorf("redis backend: %s store: %w", fp, err)
+		}
+	}
+	return r, nil
+}
+
+func (o *redisOptions) validate() error {
+	var msg string
+	switch {
+	case o.timeout <= 0:
+		msg = fmt.Sprintf("timeout must be > 0, got %v", o.timeout)
+	case o.replicas < 1:
+		msg = fmt.Sprintf("replicas must be >= 1, got %d", o.replicas)
+	case o.probe <= 0:
+		msg = fmt.Sprintf("probe interval must be > 0, got %v", o.probe)
+	case o.logger == nil:
+		msg = "logger must not be nil"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: redis backend: %s", ratewarden.ErrInvalidConfig, msg)
 }
 
 // Store returns the fallback store for fp, building it on first use.
