@@ -104,7 +104,9 @@ func NewRedis(url string, opts ...Option) (*Redis, error) {
 	}
 	copt, err := rueidis.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("%w: redis url: %v", ratewarden.ErrInvalidConfig, err)
+		// Never the raw URL: it may hold a password (url.Parse's errors
+		// quote it whole).
+		return nil, fmt.Errorf("%w: redis url %s: %s", ratewarden.ErrInvalidConfig, redactURL(url), parseErrMsg(url, err))
 	}
 	copt.DisableCache = true // redisstore does not use client-side caching
 	client, err := rueidis.NewClient(copt)

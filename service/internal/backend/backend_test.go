@@ -15,7 +15,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	// After a failed connect (TestNewRedisErrorsHidePassword dials a
+	// closed port), rueidis keeps one goroutine sleeping out its ~0.5 s
+	// reconnect delay; it ends by itself.
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"))
 }
 
 // TestNewRedisRejectsBadOptions: a bad option fails NewRedis with a clear
@@ -51,6 +54,28 @@ func TestNewRedisRejectsBadOptions(t *testing.T) {
 	for _, fp := range config.FailurePolicies {
 		if _, err := b.Store(fp); err != nil {
 			t.Errorf("Store(%s): %v", fp, err)
+		}
+	}
+}
+
+// TestNewRedisErrorsHidePassword: neither a URL that does not parse nor a
+// Redis that cannot be reached puts the password in the error.
+func TestNewRedisErrorsHidePassword(t *testing.T) {
+	for _, url := range []string{
+		"redis://user:s3cret@host:63x79",  // bad port: url.Parse quotes the URL
+		"redis://user:s3cret@[::1:6379/0", // bad host
+		"redis://:s3cret@127.0.0.1:1",     // nothing listens on port 1
+	} {
+		b, err := backend.NewRedis(url)
+		if err == nil {
+			b.Close()
+			t.Fatalf("NewRedis(%s) succeeded", url)
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("NewRedis(%s): the password leaks: %v", url, err)
+		}
+		if !strings.Contains(err.Error(), "redis://") || !strings.Contains(err.Error(), "xxxxx") {
+			t.Errorf("NewRedis(%s): want the redacted URL in %q", url, err)
 		}
 	}
 }
