@@ -1,6 +1,8 @@
 // Package config loads and validates the service's YAML configuration: named
 // policies for the HTTP API, and Envoy rate limit domains (the format of
-// envoyproxy/ratelimit, loaded unchanged) for the gRPC rate limit service.
+// envoyproxy/ratelimit: its fields, all seven units and its YAML 1.1
+// booleans; docs/service.md lists what differs) for the gRPC rate limit
+// service.
 //
 // A configuration is one or more files (or directories of *.yaml / *.yml
 // files), each holding one or more YAML documents. A document with a
@@ -120,7 +122,7 @@ type Descriptor struct {
 // RateLimit is a descriptor's rate_limit.
 type RateLimit struct {
 	Name            string
-	Unit            string // second, minute, hour or day; empty when Unlimited
+	Unit            string // a key of Units (second ... year); empty when Unlimited
 	RequestsPerUnit uint32
 	Unlimited       bool
 	Replaces        []string

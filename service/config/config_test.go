@@ -19,14 +19,14 @@ func TestInvalidFixtures(t *testing.T) {
 		"bad_yaml.yaml":                   {"bad_yaml.yaml:3: invalid YAML: mapping values are not allowed in this context"},
 		"unknown_key.yaml":                {`unknown_key.yaml:7: descriptors[0].rate_limit: unknown key "request_per_unit" (want unit, requests_per_unit, unlimited, name, replaces, algorithm, burst, failure_policy)`},
 		"duplicate_descriptor.yaml":       {"duplicate_descriptor.yaml:8: descriptors[1]: duplicate descriptor client_id=partner (already defined at ", "duplicate_descriptor.yaml:3)"},
-		"bad_unit.yaml":                   {`bad_unit.yaml:5: descriptors[0].rate_limit.unit: unknown unit "fortnight" (want second, minute, hour or day)`},
+		"bad_unit.yaml":                   {`bad_unit.yaml:5: descriptors[0].rate_limit.unit: unknown unit "fortnight" (want second, minute, hour, day, week, month or year)`},
 		"negative_rate.yaml":              {"negative_rate.yaml:6: descriptors[0].rate_limit.requests_per_unit must not be negative, got -5"},
 		"missing_key.yaml":                {"missing_key.yaml:3: descriptors[0]: key is required"},
 		"duplicate_domain.yaml":           {`duplicate_domain.yaml:6: domain "edge" is already defined at `, "duplicate_domain.yaml:1"},
 		"duplicate_policy.yaml":           {`duplicate_policy.yaml:5: policy "api" is already defined at `, "duplicate_policy.yaml:2"},
 		"duplicate_yaml_key.yaml":         {`duplicate_yaml_key.yaml:3: policies: key "api" given twice (first at line 2)`},
 		"unlimited_with_unit.yaml":        {"unlimited_with_unit.yaml:5: descriptors[0].rate_limit: an unlimited rate_limit must not set unit or requests_per_unit"},
-		"missing_unit.yaml":               {"missing_unit.yaml:5: descriptors[0].rate_limit: unit is required (second, minute, hour or day) unless unlimited is true"},
+		"missing_unit.yaml":               {"missing_unit.yaml:5: descriptors[0].rate_limit: unit is required (second, minute, hour, day, week, month or year) unless unlimited is true"},
 		"bad_algorithm.yaml":              {`bad_algorithm.yaml:7: descriptors[0].rate_limit.algorithm: unknown algorithm "leaky_bucket"`},
 		"burst_without_token_bucket.yaml": {"burst_without_token_bucket.yaml:5: descriptors[0].rate_limit: ratewarden: invalid limit: burst applies only to token_bucket, got burst 20 with fixed_window"},
 		"bad_policy_limit.yaml":           {`bad_policy_limit.yaml:2: policy "api": ratewarden: invalid limit: period "1fortnight"`},
@@ -35,10 +35,10 @@ func TestInvalidFixtures(t *testing.T) {
 		"bad_failure_policy.yaml":         {`bad_failure_policy.yaml:1: failure_policy: unknown failure policy "fail_sometimes" (want fail_open, fail_closed or local_fallback)`},
 		"not_a_mapping.yaml":              {"not_a_mapping.yaml:1: a config document must be a mapping"},
 		"empty_domain.yaml":               {"empty_domain.yaml:1: domain must not be empty"},
-		"bad_shadow_mode.yaml":            {`bad_shadow_mode.yaml:4: descriptors[0].shadow_mode must be true or false, got "maybe"`},
+		"bad_shadow_mode.yaml":            {`bad_shadow_mode.yaml:4: descriptors[0].shadow_mode must be true or false (or yes/no, on/off), got "maybe"`},
 		"replaces_without_name.yaml":      {"replaces_without_name.yaml:8: descriptors[0].rate_limit.replaces[0]: name is required"},
 		"many_problems.yaml": {
-			`many_problems.yaml:6: descriptors[0].rate_limit.unit: unknown unit "week"`,
+			`many_problems.yaml:6: descriptors[0].rate_limit.unit: unknown unit "fortnight"`,
 			"many_problems.yaml:8: descriptors[1]: key is required",
 			`many_problems.yaml:12: descriptors[2]: unknown key "bogus"`,
 		},
@@ -251,5 +251,64 @@ func TestEmptyConfigRefused(t *testing.T) {
 	}
 	if cfg, err := config.Parse("p.yaml", []byte("policies: {}\n")); cfg != nil || !errors.Is(err, ratewarden.ErrInvalidConfig) {
 		t.Errorf("Parse(policies: {}) = %v, %v", cfg, err)
+	}
+}
+
+// TestEnvoyUnitsAndYAML11Booleans: envoyproxy/ratelimit reads every unit of
+// the RLS proto (week, month and year too, any case) and, through a YAML
+// 1.1 parser, yes/no/on/off as booleans; both load the same here.
+func TestEnvoyUnitsAndYAML11Booleans(t *testing.T) {
+	cfg, err := config.Parse("e.yaml", []byte(`
+domain: d
+descriptors:
+  - key: w
+    shadow_mode: yes
+    rate_limit: {unit: week, requests_per_unit: 7}
+  - key: m
+    shadow_mode: ON
+    detailed_metric: On
+    rate_limit: {unit: MONTH, requests_per_unit: 30}
+  - key: y
+    shadow_mode: no
+    detailed_metric: Y
+    rate_limit: {unit: Year, requests_per_unit: 365}
+  - key: u
+    shadow_mode: off
+    rate_limit: {unlimited: YES}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cfg.Domains["d"]
+	e := func(k string) *config.Descriptor { return d.Match([]config.Entry{{Key: k, Value: "x"}}) }
+	day := 24 * time.Hour
+	for k, want := range map[string]time.Duration{"w": 7 * day, "m": 30 * day, "y": 365 * day} {
+		if got := e(k).RateLimit.Limit.Period; got != want {
+			t.Errorf("%s: period %v, want %v", k, got, want)
+		}
+	}
+	if n := e("w"); !n.Shadow || n.RateLimit.Unit != "week" {
+		t.Errorf("w: shadow %v unit %q", n.Shadow, n.RateLimit.Unit)
+	}
+	if n := e("m"); !n.Shadow || !n.DetailedMetric || n.RateLimit.Unit != "month" {
+		t.Errorf("m: shadow %v detailed %v unit %q", n.Shadow, n.DetailedMetric, n.RateLimit.Unit)
+	}
+	if n := e("y"); n.Shadow || !n.DetailedMetric {
+		t.Errorf("y: shadow %v detailed %v", n.Shadow, n.DetailedMetric)
+	}
+	if n := e("u"); n.Shadow || !n.RateLimit.Unlimited {
+		t.Errorf("u: shadow %v unlimited %v", n.Shadow, n.RateLimit.Unlimited)
+	}
+	// A quoted string is a string, in YAML 1.1 too; so is anything else.
+	for _, v := range []string{`"off"`, `'yes'`, "maybe", "1"} {
+		_, err := config.Parse("b.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    shadow_mode: "+v+"\n"))
+		ps := config.Problems(err)
+		if len(ps) != 1 || ps[0].Line != 4 || !strings.Contains(ps[0].Msg, "shadow_mode must be true or false (or yes/no, on/off)") {
+			t.Errorf("shadow_mode: %s: %v", v, err)
+		}
+	}
+	// The native format is YAML 1.2: yes is a string there.
+	if _, err := config.Parse("n.yaml", []byte("policies:\n  p: {limit: 1/1s, shadow_mode: yes}\n")); err == nil {
+		t.Error("native shadow_mode: yes accepted")
 	}
 }

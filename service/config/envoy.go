@@ -10,13 +10,22 @@ import (
 	"github.com/ratewarden/ratewarden"
 )
 
-// Units are the rate_limit units of the Envoy format and their periods.
+// Units are the rate_limit units of the Envoy format and their periods:
+// every unit of the rate limit service's proto, with the lengths
+// envoyproxy/ratelimit gives them (a month is 30 days, a year 365). All
+// fit in ratewarden.MaxPeriod (366 days).
 var Units = map[string]time.Duration{
 	"second": time.Second,
 	"minute": time.Minute,
 	"hour":   time.Hour,
 	"day":    24 * time.Hour,
+	"week":   7 * 24 * time.Hour,
+	"month":  30 * 24 * time.Hour,
+	"year":   365 * 24 * time.Hour,
 }
+
+// unitNames lists Units for messages.
+const unitNames = "second, minute, hour, day, week, month or year"
 
 // DefaultEnvoyAlgorithm counts Envoy limits when rate_limit names no
 // algorithm: epoch-aligned fixed windows, as envoyproxy/ratelimit does, so
@@ -121,10 +130,10 @@ func (p *parser) descriptor(n *yaml.Node, what, parentPath string) (*Descriptor,
 		case "descriptors":
 			children = f.val
 		case "shadow_mode":
-			b, good := p.boolean(f.val, w)
+			b, good := p.boolean11(f.val, w)
 			d.Shadow, ok = b, ok && good
 		case "detailed_metric":
-			b, good := p.boolean(f.val, w)
+			b, good := p.boolean11(f.val, w)
 			d.DetailedMetric, ok = b, ok && good
 		}
 	}
@@ -170,7 +179,7 @@ func (p *parser) rateLimit(n *yaml.Node, what string) (*RateLimit, bool) {
 			s, good := p.str(f.val, w)
 			if good {
 				if _, known := Units[strings.ToLower(s)]; !known {
-					p.errf(f.val, "%s: unknown unit %q (want second, minute, hour or day)", w, s)
+					p.errf(f.val, "%s: unknown unit %q (want %s)", w, s, unitNames)
 					good = false
 				}
 			}
@@ -179,7 +188,7 @@ func (p *parser) rateLimit(n *yaml.Node, what string) (*RateLimit, bool) {
 			v, good := p.integer(f.val, w, 0, 1<<32-1)
 			r.RequestsPerUnit, hasRPU, ok = uint32(v), true, ok && good
 		case "unlimited":
-			b, good := p.boolean(f.val, w)
+			b, good := p.boolean11(f.val, w)
 			r.Unlimited, ok = b, ok && good
 		case "name":
 			s, good := p.str(f.val, w)
@@ -217,7 +226,7 @@ func (p *parser) rateLimit(n *yaml.Node, what string) (*RateLimit, bool) {
 		return r, true
 	}
 	if unitNode == nil {
-		p.errf(n, "%s: unit is required (second, minute, hour or day) unless unlimited is true", what)
+		p.errf(n, "%s: unit is required (%s) unless unlimited is true", what, unitNames)
 		ok = false
 	}
 	if !hasRPU {
@@ -263,4 +272,22 @@ func (p *parser) replaces(n *yaml.Node, what string) ([]string, bool) {
 		out = append(out, name)
 	}
 	return out, ok
+}
+
+// boolean11 reads a boolean of the Envoy format as envoyproxy/ratelimit's
+// YAML 1.1 parser does: a plain (unquoted, untagged) true/false,
+// yes/no, on/off or y/n, in lower, title or upper case. A quoted value is
+// a string there too, and refused.
+func (p *parser) boolean11(n *yaml.Node, what string) (bool, bool) {
+	plain := n.Style&(yaml.TaggedStyle|yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0
+	if n.Kind == yaml.ScalarNode && plain && (n.Tag == "!!bool" || n.Tag == "!!str") {
+		switch n.Value {
+		case "true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y":
+			return true, true
+		case "false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF", "n", "N":
+			return false, true
+		}
+	}
+	p.errf(n, "%s must be true or false (or yes/no, on/off), got %s", what, kindName(n))
+	return false, false
 }

@@ -55,6 +55,9 @@ var rlsUnits = map[string]rlspb.RateLimitResponse_RateLimit_Unit{
 	"minute": rlspb.RateLimitResponse_RateLimit_MINUTE,
 	"hour":   rlspb.RateLimitResponse_RateLimit_HOUR,
 	"day":    rlspb.RateLimitResponse_RateLimit_DAY,
+	"week":   rlspb.RateLimitResponse_RateLimit_WEEK,
+	"month":  rlspb.RateLimitResponse_RateLimit_MONTH,
+	"year":   rlspb.RateLimitResponse_RateLimit_YEAR,
 }
 
 var overrideUnits = map[typepb.RateLimitUnit]string{
@@ -62,6 +65,9 @@ var overrideUnits = map[typepb.RateLimitUnit]string{
 	typepb.RateLimitUnit_MINUTE: "minute",
 	typepb.RateLimitUnit_HOUR:   "hour",
 	typepb.RateLimitUnit_DAY:    "day",
+	typepb.RateLimitUnit_MONTH:  "month",
+	typepb.RateLimitUnit_YEAR:   "year",
+	// envoy.type.v3.RateLimitUnit has no WEEK (the response's unit has).
 }
 
 func invalid(format string, args ...any) error {
@@ -264,7 +270,7 @@ func (g *rls) override(e *evalDesc, o *rlcommon.RateLimitDescriptor_RateLimitOve
 func overridePeriod(o *rlcommon.RateLimitDescriptor_RateLimitOverride, i int) (time.Duration, uint32, error) {
 	unit, ok := overrideUnits[o.GetUnit()]
 	if !ok {
-		return 0, 0, invalid("descriptors[%d].limit.unit: %s is not supported (want SECOND, MINUTE, HOUR or DAY)", i, o.GetUnit())
+		return 0, 0, invalid("descriptors[%d].limit.unit: %s is not supported (want SECOND, MINUTE, HOUR, DAY, MONTH or YEAR)", i, o.GetUnit())
 	}
 	mult := uint32(1)
 	if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {

@@ -99,3 +99,48 @@ func TestOverrideMultiplierOverflow(t *testing.T) {
 	d.Limit.UnitMultiplier = wrapperspb.UInt32(366)
 	wantCodes(t, "366 days", shouldRL(t, c, "hourly", 1, d), ok, ok)
 }
+
+// TestLongUnits: week, month and year limits, configured and as
+// overrides, count and report their unit; a multiplier past MaxPeriod is
+// refused.
+func TestLongUnits(t *testing.T) {
+	cfg := parseConfig(t, `
+domain: long
+descriptors:
+  - key: w
+    rate_limit: {unit: week, requests_per_unit: 2}
+  - key: y
+    rate_limit: {unit: YEAR, requests_per_unit: 1}
+`)
+	c := rlsClient(t, start(t, memBackend(t), server.WithConfig(cfg)))
+	r := shouldRL(t, c, "long", 2, desc("w", "a"))
+	wantCodes(t, "2 of 2/week", r, ok, ok)
+	if u := r.Statuses[0].GetCurrentLimit().GetUnit(); u != rlspb.RateLimitResponse_RateLimit_WEEK {
+		t.Errorf("unit %v, want WEEK", u)
+	}
+	wantCodes(t, "3rd in a week", shouldRL(t, c, "long", 1, desc("w", "a")), over, over)
+	r = shouldRL(t, c, "long", 1, desc("y", "a"))
+	if u := r.Statuses[0].GetCurrentLimit().GetUnit(); u != rlspb.RateLimitResponse_RateLimit_YEAR {
+		t.Errorf("unit %v, want YEAR", u)
+	}
+	wantCodes(t, "2nd in a year", shouldRL(t, c, "long", 1, desc("y", "a")), over, over)
+
+	m := override(1, typepb.RateLimitUnit_MONTH, "w", "b")
+	m.Limit.UnitMultiplier = wrapperspb.UInt32(12)
+	r = shouldRL(t, c, "long", 1, m)
+	wantCodes(t, "override 1 per 12 months", r, ok, ok)
+	if cl := r.Statuses[0].GetCurrentLimit(); cl.GetUnit() != rlspb.RateLimitResponse_RateLimit_MONTH || cl.GetUnitMultiplier().GetValue() != 12 {
+		t.Errorf("current_limit %v", cl)
+	}
+	wantCodes(t, "2nd", shouldRL(t, c, "long", 1, m), over, over)
+	wantCodes(t, "override 1/YEAR", shouldRL(t, c, "long", 1, override(1, typepb.RateLimitUnit_YEAR, "w", "c")), ok, ok)
+	for _, d := range []*rlcommon.RateLimitDescriptor{override(1, typepb.RateLimitUnit_MONTH, "w", "d"), override(1, typepb.RateLimitUnit_YEAR, "w", "d")} {
+		d.Limit.UnitMultiplier = wrapperspb.UInt32(map[typepb.RateLimitUnit]uint32{typepb.RateLimitUnit_MONTH: 13, typepb.RateLimitUnit_YEAR: 2}[d.Limit.Unit])
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := c.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "long", Descriptors: []*rlcommon.RateLimitDescriptor{d}})
+		cancel()
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%v × %d: %v, want InvalidArgument", d.Limit.Unit, d.Limit.UnitMultiplier.GetValue(), err)
+		}
+	}
+}

@@ -201,7 +201,7 @@ func TestGRPCBadInputConsumesNothing(t *testing.T) {
 	neg.IsNegativeHits = true
 	neg.HitsAddend = wrapperspb.UInt64(1)
 	badUnit := desc("client_id", "bad")
-	badUnit.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typepb.RateLimitUnit_YEAR}
+	badUnit.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typepb.RateLimitUnit_UNKNOWN}
 	cases := []struct {
 		name string
 		req  *rlspb.RateLimitRequest
