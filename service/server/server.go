@@ -78,6 +78,9 @@ type Server struct {
 	grpcLn  net.Listener
 	stop    chan struct{}
 	wg      sync.WaitGroup
+
+	shutdownOnce sync.Once
+	shutdownErr  error
 }
 
 // snapshot is a loaded config with what the server derives from it.
@@ -442,13 +445,15 @@ func (s *Server) HTTPAddr() string { return s.httpLn.Addr().String() }
 func (s *Server) GRPCAddr() string { return s.grpcLn.Addr().String() }
 
 // Shutdown stops accepting, lets requests in flight finish until ctx ends,
-// then closes what is left.
+// then closes what is left. It is safe to call more than once and from
+// several goroutines: the first call shuts down, the others wait for it
+// and return its result.
 func (s *Server) Shutdown(ctx context.Context) error {
-	select {
-	case <-s.stop:
-		return nil // already shut down
-	default:
-	}
+	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
+	return s.shutdownErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
 	close(s.stop)
 	s.health.Shutdown()
 	var errs []error
