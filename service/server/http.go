@@ -1,14 +1,18 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -107,15 +111,31 @@ func problem(w http.ResponseWriter, status int, detail string) {
 	httplimit.WriteProblem(w, httplimit.Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
 }
 
-// decodeBody reads exactly one JSON object into v, refusing unknown
-// fields. It writes the error answer itself and reports false on failure.
+// decodeBody reads exactly one JSON object into v (a pointer to a struct),
+// refusing unknown fields. Field names must match exactly: encoding/json
+// alone would take {"KEY": ...} for "key". It writes the error answer
+// itself and reports false on failure.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	body, err := io.ReadAll(r.Body)
 	if err == nil {
-		if _, extra := dec.Token(); extra != io.EOF {
-			err = errors.New("trailing data after the JSON object")
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(body, &fields) == nil { // else the decoder below says what is wrong
+			if name, want := unknownField(fields, v); name != "" {
+				msg := fmt.Sprintf("unknown field %q", name)
+				if want != "" {
+					msg += fmt.Sprintf(" (field names are case-sensitive: %q)", want)
+				}
+				problem(w, http.StatusBadRequest, msg)
+				return false
+			}
+		}
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(v)
+		if err == nil {
+			if _, extra := dec.Token(); extra != io.EOF {
+				err = errors.New("trailing data after the JSON object")
+			}
 		}
 	}
 	if err == nil {
@@ -138,6 +158,32 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 		problem(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return false
+}
+
+// unknownField returns the first name, in sorted order, of fields that is
+// not exactly the JSON name of a field of the struct v points to, and the
+// field it differs from only in case, if any.
+func unknownField(fields map[string]json.RawMessage, v any) (name, want string) {
+	t := reflect.TypeOf(v).Elem()
+	known := map[string]bool{}
+	for i := range t.NumField() {
+		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if tag != "" && tag != "-" {
+			known[tag] = true
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		if known[k] {
+			continue
+		}
+		for kn := range known {
+			if strings.EqualFold(k, kn) {
+				return k, kn
+			}
+		}
+		return k, ""
+	}
+	return "", ""
 }
 
 // target is what a request limits: the store key, limit and policy.

@@ -109,6 +109,9 @@ func TestHTTPBadInputConsumesNothing(t *testing.T) {
 		{"negative cost", "/v1/check", `{"key":"k","policy":"api","cost":-1}`, 400, "cost must be >= 0, got -1"},
 		{"cost over capacity", "/v1/check", `{"key":"k","policy":"api","cost":4}`, 400, "cost 4 exceeds the capacity 3"},
 		{"negative cost peek", "/v1/peek", `{"key":"k","policy":"api","cost":-5}`, 400, "cost must be >= 0"},
+		{"field name in upper case", "/v1/check", `{"KEY":"k","policy":"api"}`, 400, `unknown field "KEY"`},
+		{"field name in title case", "/v1/check", `{"key":"k","policy":"api","Cost":3}`, 400, `unknown field "Cost" (field names are case-sensitive: "cost")`},
+		{"field name case on reset", "/v1/reset", `{"key":"k","Policy":"api"}`, 400, `unknown field "Policy"`},
 		{"reset unknown field", "/v1/reset", `{"key":"k","policy":"api","cost":1}`, 400, `unknown field "cost"`},
 		{"huge body", "/v1/check", `{"key":"` + strings.Repeat("k", 2000) + `","policy":"api"}`, 413, "larger than 1024 bytes"},
 	}
