@@ -38,6 +38,26 @@ type errStore struct{ err error }
 func (e *errStore) Error() string { return e.err.Error() }
 func (e *errStore) Unwrap() error { return e.err }
 
+// errCanceled marks a store call cut short because the caller gave up
+// (its context was canceled or its deadline passed): not the store's
+// failure, so it is neither counted as a store error nor logged as one.
+type errCanceled struct{ err error }
+
+func (e *errCanceled) Error() string { return "request canceled: " + e.err.Error() }
+func (e *errCanceled) Unwrap() error { return e.err }
+
+// storeFailure classifies the error of a store call made with ctx.
+func storeFailure(ctx context.Context, err error) error {
+	switch {
+	case isInput(err):
+		return err
+	case ctx.Err() != nil:
+		return &errCanceled{ctx.Err()}
+	default:
+		return &errStore{err}
+	}
+}
+
 // decide runs units as one decision.
 //
 // One unit (every limit on one key) is one atomic store call. Several
@@ -100,11 +120,11 @@ func (s *Server) run(ctx context.Context, u *unit, peek bool) error {
 	err = st.Check(ctx, &req, u.res)
 	s.m.storeDur.WithLabelValues(op, string(u.fp)).Observe(time.Since(start).Seconds())
 	if err != nil {
-		s.m.storeErrs.WithLabelValues(op, string(u.fp)).Inc()
-		if isInput(err) {
-			return err
+		err = storeFailure(ctx, err)
+		if _, ok := err.(*errStore); ok {
+			s.m.storeErrs.WithLabelValues(op, string(u.fp)).Inc()
 		}
-		return &errStore{err}
+		return err
 	}
 	if u.impossible {
 		for i := range u.res {
@@ -124,11 +144,11 @@ func (s *Server) reset(ctx context.Context, fp config.FailurePolicy, key string,
 	err = st.Reset(ctx, key, limit)
 	s.m.storeDur.WithLabelValues("reset", string(fp)).Observe(time.Since(start).Seconds())
 	if err != nil {
-		s.m.storeErrs.WithLabelValues("reset", string(fp)).Inc()
-		if isInput(err) {
-			return err
+		err = storeFailure(ctx, err)
+		if _, ok := err.(*errStore); ok {
+			s.m.storeErrs.WithLabelValues("reset", string(fp)).Inc()
 		}
-		return &errStore{err}
+		return err
 	}
 	return nil
 }

@@ -305,6 +305,13 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) writeError(w http.ResponseWriter, err error) {
+	var ce *errCanceled
+	if errors.As(err, &ce) {
+		// The client went away: not a store failure, and nobody reads this.
+		s.log.Debug("request canceled by the client", "err", err)
+		problem(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
 	var se *errStore
 	if errors.As(err, &se) {
 		s.log.Warn("store unavailable", "err", err)

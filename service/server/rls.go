@@ -185,6 +185,10 @@ func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) 
 	}
 	if len(units) > 0 {
 		if err := s.decide(ctx, units, zeroDenies); err != nil {
+			var ce *errCanceled
+			if errors.As(err, &ce) {
+				return nil, status.FromContextError(ce.err).Err() // CANCELED or DEADLINE_EXCEEDED
+			}
 			var se *errStore
 			if errors.As(err, &se) {
 				s.log.Warn("store unavailable", "err", err)
