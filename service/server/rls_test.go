@@ -61,17 +61,24 @@ func wantCodes(t *testing.T, what string, r *rlspb.RateLimitResponse, overall rl
 // the gRPC service and checks each documented behaviour of the format.
 func TestEnvoyExampleConfig(t *testing.T) {
 	c := exampleServer(t)
+	hc := hourlyServer(t) // aligns to the hour; then the minute:
 	alignWindow(time.Minute, 3*time.Second)
 
 	t.Run("key only: each value counts separately", func(t *testing.T) {
-		alignWindow(time.Second, 200*time.Millisecond)
-		r := shouldRL(t, c, "edge", 10, desc("remote_address", "10.0.0.1"))
+		// The example's 10/second, as 10/hour in a test-only domain: a
+		// second-long window could end between the 10th and 11th request.
+		r := shouldRL(t, hc, "hourly", 10, desc("remote_address", "10.0.0.1"))
 		wantCodes(t, "10 hits", r, ok, ok)
-		if s := r.Statuses[0]; s.GetLimitRemaining() != 0 || s.GetCurrentLimit().GetRequestsPerUnit() != 10 || s.GetCurrentLimit().GetUnit() != rlspb.RateLimitResponse_RateLimit_SECOND {
+		if s := r.Statuses[0]; s.GetLimitRemaining() != 0 || s.GetCurrentLimit().GetRequestsPerUnit() != 10 || s.GetCurrentLimit().GetUnit() != rlspb.RateLimitResponse_RateLimit_HOUR {
 			t.Errorf("status %v", s)
 		}
-		wantCodes(t, "11th", shouldRL(t, c, "edge", 1, desc("remote_address", "10.0.0.1")), over, over)
-		wantCodes(t, "other address", shouldRL(t, c, "edge", 1, desc("remote_address", "10.0.0.2")), ok, ok)
+		wantCodes(t, "11th", shouldRL(t, hc, "hourly", 1, desc("remote_address", "10.0.0.1")), over, over)
+		wantCodes(t, "other address", shouldRL(t, hc, "hourly", 1, desc("remote_address", "10.0.0.2")), ok, ok)
+		// The example's own limit answers with its unit.
+		r = shouldRL(t, c, "edge", 1, desc("remote_address", "10.0.0.1"))
+		if s := r.Statuses[0]; s.GetCurrentLimit().GetRequestsPerUnit() != 10 || s.GetCurrentLimit().GetUnit() != rlspb.RateLimitResponse_RateLimit_SECOND {
+			t.Errorf("example status %v", s)
+		}
 	})
 	t.Run("specific value overrides the key-only default", func(t *testing.T) {
 		for range 5 { // hits_addend 0 means 1
@@ -107,12 +114,17 @@ func TestEnvoyExampleConfig(t *testing.T) {
 		wantCodes(t, "too deep", shouldRL(t, c, "edge", 1, desc("remote_address", "1.2.3.4", "path", "/x")), ok, ok)
 	})
 	t.Run("value prefix", func(t *testing.T) {
-		alignWindow(time.Second, 200*time.Millisecond)
-		wantCodes(t, "/api/users", shouldRL(t, c, "edge", 20, desc("path", "/api/users")), ok, ok)
-		wantCodes(t, "/api/users 21st", shouldRL(t, c, "edge", 1, desc("path", "/api/users")), over, over)
-		wantCodes(t, "/api/orders", shouldRL(t, c, "edge", 1, desc("path", "/api/orders")), ok, ok)
-		r := shouldRL(t, c, "edge", 1000, desc("path", "/apiary"))
+		// The example's 20/second, as 20/hour in a test-only domain.
+		wantCodes(t, "/api/users", shouldRL(t, hc, "hourly", 20, desc("path", "/api/users")), ok, ok)
+		wantCodes(t, "/api/users 21st", shouldRL(t, hc, "hourly", 1, desc("path", "/api/users")), over, over)
+		wantCodes(t, "/api/orders", shouldRL(t, hc, "hourly", 1, desc("path", "/api/orders")), ok, ok)
+		r := shouldRL(t, hc, "hourly", 1000, desc("path", "/apiary"))
 		wantCodes(t, "no prefix match", r, ok, ok)
+		r = shouldRL(t, c, "edge", 1000, desc("path", "/apiary"))
+		wantCodes(t, "no prefix match in the example", r, ok, ok)
+		if r.Statuses[0].GetCurrentLimit() != nil {
+			t.Errorf("/apiary matched %v", r.Statuses[0].GetCurrentLimit())
+		}
 	})
 	t.Run("requests_per_unit 0 is always over", func(t *testing.T) {
 		r := shouldRL(t, c, "edge", 1, desc("path", "/admin"))
