@@ -82,30 +82,11 @@ func run(log *slog.Logger, addr, redisAddr, limitSpec, trustedSpec string, repli
 	if err != nil {
 		return err
 	}
-	key, err := httplimit.ClientIP(httplimit.IPConfig{TrustedProxies: proxies})
+	h, err := handler(log, lim, lims, proxies, shadow)
 	if err != nil {
 		return err
 	}
-	mw, err := httplimit.New(lim,
-		httplimit.WithLimits(lims...),
-		httplimit.WithKey(httplimit.FirstOf(httplimit.Header("X-API-Key"), key)),
-		httplimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }),
-		httplimit.WithShadow(shadow),
-		httplimit.WithLogger(log),
-		httplimit.WithOnLimit(func(r *http.Request, info httplimit.Info) {
-			log.Info("over the limit", "key", info.Key, "shadow", info.Shadow, "path", r.URL.Path)
-		}),
-	)
-	if err != nil {
-		return err
-	}
-
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "hello; remaining: %s\n", w.Header().Get("X-RateLimit-Remaining"))
-	})
-	srv := &http.Server{Addr: addr, Handler: mw.Handler(mux), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -126,6 +107,40 @@ func run(log *slog.Logger, addr, redisAddr, limitSpec, trustedSpec string, repli
 		return err
 	}
 	return nil
+}
+
+// handler is the rate limited API: /hello limited per client IP address,
+// /healthz not limited.
+func handler(log *slog.Logger, lim *ratewarden.Limiter, lims []ratewarden.Limit, proxies []netip.Prefix, shadow bool) (http.Handler, error) {
+	// The key is the client's IP address only. Keying on a header the
+	// client chooses, such as FirstOf(Header("X-API-Key"), ip), would let
+	// any client escape its limit by sending a fresh made-up key with each
+	// request. To limit per API key, key on the key only after your
+	// authentication has checked it (e.g. a middleware before this one that
+	// puts the verified key in the request context, read by WithKey).
+	key, err := httplimit.ClientIP(httplimit.IPConfig{TrustedProxies: proxies})
+	if err != nil {
+		return nil, err
+	}
+	mw, err := httplimit.New(lim,
+		httplimit.WithLimits(lims...),
+		httplimit.WithKey(key),
+		httplimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }),
+		httplimit.WithShadow(shadow),
+		httplimit.WithLogger(log),
+		httplimit.WithOnLimit(func(r *http.Request, info httplimit.Info) {
+			log.Info("over the limit", "key", info.Key, "shadow", info.Shadow, "path", r.URL.Path)
+		}),
+	)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello; remaining: %s\n", w.Header().Get("X-RateLimit-Remaining"))
+	})
+	return mw.Handler(mux), nil
 }
 
 // openStore returns a memstore, or, given a Redis address, a redisstore
