@@ -3,6 +3,8 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -13,7 +15,26 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(orphanHelperEnv) == "1" {
+		orphanHelper() // TestRedisDiesWithItsParent's child: never returns
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// orphanHelperEnv makes the test binary start a redis-server, print its
+// address and pid, and exit without stopping it.
+const orphanHelperEnv = "RATEWARDEN_BENCH_ORPHAN_HELPER"
+
+func orphanHelper() {
+	r, err := StartRedis()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("%s %d\n", r.Addr, r.cmd.Process.Pid)
+	os.Exit(0) // no r.Stop(): the server must go with this process
+}
 
 func startRedis(tb testing.TB) *Redis {
 	tb.Helper()

@@ -51,6 +51,7 @@ func StartRedis() (*Redis, error) {
 	r.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--daemonize", "no",
 		"--dir", dir, "--logfile", "", "--loglevel", "warning")
+	dieWithParent(r.cmd)
 	if err := r.cmd.Start(); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err

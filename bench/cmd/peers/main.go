@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ratewarden/ratewarden/bench"
@@ -52,7 +53,9 @@ func run(callers string, reps int, d time.Duration, only, wls string) error {
 			cfg.Workloads = append(cfg.Workloads, w)
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM too (kill, timeout, CI cancelling a job): stop cleanly, so
+	// the deferred r.Stop takes redis-server down with us.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	r, err := bench.StartRedis()
 	if err != nil {
