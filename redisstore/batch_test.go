@@ -180,9 +180,50 @@ func TestBatchingQueuedCheckLeavesOnCancel(t *testing.T) {
 	}
 }
 
-// TestBatchErrorsReachEveryCheck: when the batched call fails, every check
-// in it gets the error.
+// TestBatchErrorsReachEveryCheck: when the batched call fails (Redis went
+// away while the checks were queued), every check in it gets the error.
 func TestBatchErrorsReachEveryCheck(t *testing.T) {
+	srv := testredis.Start(t)
+	inner := openStore(t, srv.Addr).ev
+	ev := &blockingEval{evaluator: inner, release: make(chan struct{})}
+	s, err := newStore(ev, false, []Option{WithBatchLanes(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := ratewarden.PerSecond(10)
+	check := func(key string) error {
+		ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+		defer cancel()
+		return s.Check(ctx, &ratewarden.Request{Key: key, Limits: []ratewarden.Limit{lim}, Cost: 1}, make([]ratewarden.Result, 1))
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = check("first") }) // holds the lane; its own fate does not matter
+	for ev.calls.Load() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Go(func() { errs[i] = check("queued" + strconv.Itoa(i)) })
+	}
+	for s.bat.queued() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	srv.Kill()
+	close(ev.release)
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, ratewarden.ErrStoreUnavailable) {
+			t.Errorf("check %d of the failed batch: %v, want ErrStoreUnavailable", i, err)
+		}
+	}
+	if c := ev.calls.Load(); c != 2 {
+		t.Errorf("%d script calls, want 2 (the first check, then one batch)", c)
+	}
+}
+
+// TestBatchBadKeyFailsAlone: a key holding another type fails its own
+// check; the other checks of its batch are decided as usual.
+func TestBatchBadKeyFailsAlone(t *testing.T) {
 	srv := testredis.Start(t)
 	inner := openStore(t, srv.Addr).ev
 	ev := &blockingEval{evaluator: inner, release: make(chan struct{})}
@@ -214,9 +255,16 @@ func TestBatchErrorsReachEveryCheck(t *testing.T) {
 	if first != nil {
 		t.Fatalf("the lone first check: %v", first)
 	}
+	// The bad key fails its own check only; the others in its batch are
+	// decided as usual.
 	for i, err := range errs {
-		if !errors.Is(err, ratewarden.ErrStoreUnavailable) {
-			t.Errorf("check %d of the failed batch: %v, want ErrStoreUnavailable", i, err)
+		if bad := i == 1; bad != errors.Is(err, ratewarden.ErrStoreUnavailable) || !bad && err != nil {
+			t.Errorf("check %d of the batch (bad: %v): %v", i, bad, err)
+		}
+	}
+	for _, k := range []string{"a", "b"} {
+		if v := do(t, srv, "GET", s.Key(k, good)); v == "(nil)" {
+			t.Errorf("check %s of the batch left no state", k)
 		}
 	}
 	if c := ev.calls.Load(); c != 2 {

@@ -40,9 +40,10 @@
 // network call, a check that returned a context error may still have been
 // counted. A batch call carries no single caller's cancellation; its
 // deadline is the latest of its callers' deadlines (none if one has none).
-// An error of a batch call (a network failure, or a key holding a value of
-// the wrong type) is returned to every check in it; checks decided before
-// the failing one in the same script execution may have been counted.
+// An error of a batch call (a network failure) is returned to every check
+// in it. A key holding a value of the wrong type or a malformed state fails
+// only its own check, which writes nothing (every read of a check comes
+// before its first write); the other checks of the batch are decided.
 //
 // On Redis Cluster (a rueidis cluster client, or a go-redis ClusterClient
 // or Ring) only checks whose keys share a slot could share a call, so the

@@ -262,6 +262,13 @@ func (s *Store) eval(ctx context.Context, req *ratewarden.Request, res []ratewar
 	if len(out) != 1+4*len(req.Limits) {
 		return 0, fmt.Errorf("redisstore: eval: %w: reply has %d integers, want %d", ratewarden.ErrStoreUnavailable, len(out), 1+4*len(req.Limits))
 	}
+	if out[1] == -1 {
+		keys := make([]string, len(req.Limits))
+		for i, lim := range req.Limits {
+			keys[i] = s.Key(req.Key, lim)
+		}
+		return 0, fmt.Errorf("redisstore: eval %s: %w: wrong type or malformed state in %s", req.Limits[0].Scope(), ratewarden.ErrStoreUnavailable, strings.Join(keys, " or "))
+	}
 	for i, lim := range req.Limits {
 		r := out[1+4*i:]
 		res[i] = ratewarden.Result{

@@ -189,7 +189,7 @@ func TestRedisErrorsAreUnavailable(t *testing.T) {
 		do(t, srv, "SET", s.Key("wrong", lim), "not a sorted set")
 		res := make([]ratewarden.Result, 1)
 		err := s.Check(bg, &ratewarden.Request{Key: "wrong", Limits: []ratewarden.Limit{lim}, Cost: 1}, res)
-		if !errors.Is(err, ratewarden.ErrStoreUnavailable) || !strings.Contains(err.Error(), "WRONGTYPE") || !strings.Contains(err.Error(), "redisstore: eval sliding_log:1s") {
+		if !errors.Is(err, ratewarden.ErrStoreUnavailable) || !strings.Contains(err.Error(), "wrong type or malformed state in "+s.Key("wrong", lim)) || !strings.Contains(err.Error(), "redisstore: eval sliding_log:1s") {
 			t.Errorf("%s: wrong type: %v", name, err)
 		}
 	}

@@ -12,6 +12,8 @@
 --
 -- Reply: now, then per limit of every check:
 --   allowed (0|1), remaining, retry_after_us, reset_after_us
+-- A check whose keys hold another type or a malformed state has allowed -1
+-- on its first limit (and zeros elsewhere): it fails alone.
 -- Integers only: Redis truncates Lua numbers in replies.
 --
 -- State: windows are one string "start curr prev"; a token bucket is its
@@ -254,38 +256,51 @@ local function decide(j, alg, key, rate, P, cap, n, consume)
 end
 
 local out = {now}
-local ki, ai, nargs = 1, base, #ARGV
-while ai <= nargs do
-  local n, peek, m = tonumber(ARGV[ai]), ARGV[ai + 1] == '1', tonumber(ARGV[ai + 2])
-  ai = ai + 3
-  local o = #out
+
+-- run decides one check: m limits from KEYS[ki] and ARGV[ai], cost n,
+-- results from out[o + 1].
+local function run(o, n, peek, m, ai, ki)
   if m == 1 then
     -- One limit: its verdict is the check's, so one pass decides and
     -- consumes (consuming changes nothing when it denies).
     local key, alg, P = KEYS[ki], ARGV[ai], tonumber(ARGV[ai + 2])
     load(1, alg, key, P)
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = decide(1, alg, key, tonumber(ARGV[ai + 1]), P, tonumber(ARGV[ai + 3]), n, not peek and n > 0)
-  else
-    local ok = true
-    -- Pass 1: every limit's verdict, consuming nothing.
+    return
+  end
+  local ok = true
+  -- Pass 1: every limit's verdict, consuming nothing.
+  for j = 1, m do
+    local p, key = ai + 4 * (j - 1), KEYS[ki + j - 1]
+    local alg, P = ARGV[p], tonumber(ARGV[p + 2])
+    load(j, alg, key, P)
+    local a, rem, retry, reset = decide(j, alg, key, tonumber(ARGV[p + 1]), P, tonumber(ARGV[p + 3]), n, false)
+    local q = o + 4 * (j - 1)
+    out[q + 1], out[q + 2], out[q + 3], out[q + 4] = a, rem, retry, reset
+    if a == 0 then ok = false end
+  end
+  -- Pass 2: all admit, so consume from every limit.
+  if ok and not peek and n > 0 then
     for j = 1, m do
       local p, key = ai + 4 * (j - 1), KEYS[ki + j - 1]
-      local alg, P = ARGV[p], tonumber(ARGV[p + 2])
-      load(j, alg, key, P)
-      local a, rem, retry, reset = decide(j, alg, key, tonumber(ARGV[p + 1]), P, tonumber(ARGV[p + 3]), n, false)
+      local a, rem, retry, reset = decide(j, ARGV[p], key, tonumber(ARGV[p + 1]), tonumber(ARGV[p + 2]), tonumber(ARGV[p + 3]), n, true)
       local q = o + 4 * (j - 1)
       out[q + 1], out[q + 2], out[q + 3], out[q + 4] = a, rem, retry, reset
-      if a == 0 then ok = false end
     end
-    -- Pass 2: all admit, so consume from every limit.
-    if ok and not peek and n > 0 then
-      for j = 1, m do
-        local p, key = ai + 4 * (j - 1), KEYS[ki + j - 1]
-        local a, rem, retry, reset = decide(j, ARGV[p], key, tonumber(ARGV[p + 1]), tonumber(ARGV[p + 2]), tonumber(ARGV[p + 3]), n, true)
-        local q = o + 4 * (j - 1)
-        out[q + 1], out[q + 2], out[q + 3], out[q + 4] = a, rem, retry, reset
-      end
-    end
+  end
+end
+
+local ki, ai, nargs = 1, base, #ARGV
+while ai <= nargs do
+  local n, peek, m = tonumber(ARGV[ai]), ARGV[ai + 1] == '1', tonumber(ARGV[ai + 2])
+  ai = ai + 3
+  local o = #out
+  if not pcall(run, o, n, peek, m, ai, ki) then
+    -- A key of this check holds another type or a malformed state. Every
+    -- read comes before the check's first write, so it wrote nothing; it
+    -- fails alone (allowed -1) and the other checks of a batch go on.
+    for q = o + 1, o + 4 * m do out[q] = 0 end
+    out[o + 1] = -1
   end
   ai, ki = ai + 4 * m, ki + m
 end
