@@ -2,6 +2,7 @@ package ratewarden_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -204,4 +205,16 @@ func ExampleWithObserver() {
 		limiter.Allow(context.Background(), "user:42", ratewarden.PerMinute(2))
 	}
 	// Output: rate limited: user:42 2/1m
+}
+
+// A service that builds Requests itself (from an RPC, say) validates them
+// as the Limiter does before handing them to a Store.
+func ExampleValidateRequest() {
+	req := &ratewarden.Request{Key: "user:42", Limits: []ratewarden.Limit{ratewarden.PerSecond(10)}, Cost: 11}
+	err := ratewarden.ValidateRequest(req)
+	fmt.Println(errors.Is(err, ratewarden.ErrInvalidCost))
+	fmt.Println(err)
+	// Output:
+	// true
+	// ratewarden: invalid cost: cost 11 exceeds the capacity 10 of limit 10/1s; it could never be admitted
 }
