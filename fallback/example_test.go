@@ -29,7 +29,8 @@ func Example() {
 		fallback.WithPolicy(fallback.LocalFallback),
 		fallback.WithReplicas(4))
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	lim, _ := ratewarden.New(st)
 	admitted := 0
@@ -56,7 +57,8 @@ func ExampleNew() {
 		fallback.WithTimeout(20*time.Millisecond),
 		fallback.WithPolicy(fallback.FailOpen))
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	lim, _ := ratewarden.New(st)
 	r, _ := lim.Allow(context.Background(), "k", ratewarden.PerSecond(10))
@@ -198,4 +200,21 @@ func ExampleWithLocalStore() {
 	_, _ = lim.Allow(context.Background(), "k", ratewarden.PerMinute(5))
 	fmt.Println(local.Len())
 	// Output: 1
+}
+
+// One breaker per partition of the key space: on Redis Cluster, use
+// redisstore.Slot to group keys by slot, so a failed primary degrades only
+// the keys it held.
+func ExampleNewPartitioned() {
+	primary, _ := memstore.New()                              // in production: redisstore.New(clusterClient)
+	groups := func(key string) int { return int(key[0]) % 4 } // e.g. redisstore.Slot(key) / 4096
+	st, err := fallback.NewPartitioned(primary, 4, groups, fallback.WithPolicy(fallback.LocalFallback))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	lim, _ := ratewarden.New(st)
+	r, _ := lim.Allow(context.Background(), "user:42", ratewarden.PerMinute(100))
+	fmt.Println(r.Allowed, r.Source, st.States())
+	// Output: true store [closed closed closed closed]
 }

@@ -217,3 +217,18 @@ func openGoRedisStore(tb testing.TB, addr string) *Store {
 	}
 	return s
 }
+
+// Slot is CRC-16/XMODEM of the hash tag, modulo 16384 (the clustertest
+// package compares it with CLUSTER KEYSLOT on a real cluster).
+func TestSlot(t *testing.T) {
+	if got := crc16([]byte("123456789")); got != 0x31c3 {
+		t.Fatalf("crc16(123456789) = %#x, want 0x31c3 (the XMODEM check value)", got)
+	}
+	if got, want := Slot("user:42"), int(crc16([]byte("user:42"))&16383); got != want {
+		t.Errorf("Slot(user:42) = %d, want %d", got, want)
+	}
+	// Keys that are hashed into their tag land where the hashed tag does.
+	if got, want := Slot("{x}"), int(crc16(appendTag(nil, "{x}"))&16383); got != want {
+		t.Errorf("Slot({x}) = %d, want %d", got, want)
+	}
+}
