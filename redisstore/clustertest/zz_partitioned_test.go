@@ -1,0 +1,172 @@
+package clustertest
+
+// Named to sort after zz_failover_test.go: this test too kills a primary of
+// the shared cluster, and brings it back as a replica when it ends.
+
+import (
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
+	"github.com/ratewarden/ratewarden/internal/testredis"
+	"github.com/ratewarden/ratewarden/redisstore"
+)
+
+// TestPartitionedFailoverIsolatesShards kills a primary under load with a
+// breaker per group of slots (fallback.NewPartitioned on redisstore.Slot):
+// keys of the failed primary degrade to their local shares until its
+// replica is promoted, while keys on the healthy primaries stay decided by
+// Redis throughout. (With cluster-require-full-coverage yes, Redis' default,
+// every primary refuses commands until the failover completes, so the
+// cluster is set to no, as docs/operations.md recommends.)
+func TestPartitionedFailoverIsolatesShards(t *testing.T) {
+	setCoverage := func(v string) {
+		for _, n := range cluster.Nodes {
+			if n.Running() {
+				_, _ = n.Do("CONFIG", "SET", "cluster-require-full-coverage", v)
+			}
+		}
+	}
+	setCoverage("no")
+	t.Cleanup(func() { setCoverage("yes") })
+
+	const groups = 16
+	group := func(key string) int { return redisstore.Slot(key) / (16384 / groups) }
+	prims, err := cluster.Primaries()
+	if err != nil || len(prims) != 3 {
+		t.Fatalf("primaries %v, %v", prims, err)
+	}
+	victim := prims[len(prims)-1]
+	topo, err := testredis.Topology(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victimGroups := map[int]bool{}
+	for _, n := range topo {
+		if n.Addr == victim.Addr {
+			for _, r := range n.Slots {
+				for g := r[0] / (16384 / groups); g <= r[1]/(16384/groups); g++ {
+					victimGroups[g] = true
+				}
+			}
+		}
+	}
+	if len(victimGroups) == 0 || len(victimGroups) == groups {
+		t.Fatalf("victim %s covers slot groups %v", victim.Addr, victimGroups)
+	}
+	// Keys on healthy primaries in groups the victim has no slot of, and
+	// keys on the victim.
+	var healthy, onVictim []string
+	for i := 0; len(healthy) < 24 || len(onVictim) < 8; i++ {
+		if i > 10000 {
+			t.Fatal("not enough keys found")
+		}
+		k := "iso:" + strconv.Itoa(i)
+		owner, err := cluster.KeyOwner(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case owner == victim && len(onVictim) < 8:
+			onVictim = append(onVictim, k)
+		case owner != victim && !victimGroups[group(k)] && len(healthy) < 24:
+			healthy = append(healthy, k)
+		}
+	}
+
+	raw := store(t, client(t, clusterURL()), redisstore.WithDenyCache(0))
+	st, err := fallback.NewPartitioned(raw, groups, group,
+		fallback.WithPolicy(fallback.LocalFallback),
+		fallback.WithTimeout(time.Second), // no healthy call takes that long, even under -race
+		fallback.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1_000_000, Period: time.Hour}
+
+	var (
+		healthyCalls, healthyDegraded atomic.Int64
+		victimCalls, victimDegraded   atomic.Int64
+		victimFromRedis               atomic.Int64 // after the promotion
+		promoted, stop                atomic.Bool
+		errs                          atomic.Int64
+		firstErr                      sync.Once
+	)
+	keys := append(append([]string(nil), healthy...), onVictim...)
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := w; !stop.Load(); i = (i + 1) % len(keys) {
+				time.Sleep(time.Millisecond)
+				k := keys[i]
+				r, err := lim.Allow(ctx, k, limit)
+				if err != nil {
+					errs.Add(1)
+					firstErr.Do(func() { t.Errorf("Allow(%s): %v", k, err) })
+					continue
+				}
+				if i < len(healthy) {
+					healthyCalls.Add(1)
+					if r.Degraded() {
+						healthyDegraded.Add(1)
+					}
+					continue
+				}
+				victimCalls.Add(1)
+				switch {
+				case r.Degraded():
+					victimDegraded.Add(1)
+				case promoted.Load():
+					victimFromRedis.Add(1)
+				}
+			}
+		})
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+
+	time.Sleep(300 * time.Millisecond)
+	if healthyDegraded.Load() != 0 || victimDegraded.Load() != 0 {
+		t.Fatalf("before the kill: %d healthy and %d victim decisions degraded", healthyDegraded.Load(), victimDegraded.Load())
+	}
+	killed := time.Now()
+	victim.Kill()
+	t.Cleanup(func() {
+		if err := cluster.Rejoin(victim, 30*time.Second); err != nil {
+			t.Errorf("rejoin %s: %v", victim.Addr, err)
+		}
+	})
+	if err := cluster.WaitHealthy(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	promoted.Store(true)
+	t.Logf("replica promoted %v after the kill", time.Since(killed).Round(time.Millisecond))
+	// The victim's partitions probe again within a second and find the
+	// promoted replica.
+	for deadline := time.Now().Add(10 * time.Second); victimFromRedis.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("keys of the failed primary not decided by Redis again within 10s of the promotion")
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("healthy shards: %d decisions, %d degraded; failed shard: %d decisions, %d degraded; %d errors",
+		healthyCalls.Load(), healthyDegraded.Load(), victimCalls.Load(), victimDegraded.Load(), errs.Load())
+	if victimDegraded.Load() == 0 {
+		t.Fatal("no decision on the failed primary's keys was degraded: the kill was not felt, the test proves nothing")
+	}
+	if n := healthyDegraded.Load(); n != 0 {
+		t.Errorf("%d decisions on healthy primaries were degraded; want 0 with a breaker per slot group", n)
+	}
+	if healthyCalls.Load() == 0 {
+		t.Error("no decision on healthy primaries")
+	}
+}
