@@ -16,6 +16,7 @@ import (
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/memstore"
+	"github.com/ratewarden/ratewarden/redisstore"
 	"github.com/ratewarden/ratewarden/service/config"
 )
 
@@ -53,8 +54,20 @@ type Redis struct {
 	opts    redisOptions
 
 	mu     sync.Mutex
-	stores map[config.FailurePolicy]*fallback.Store
+	stores map[config.FailurePolicy]breakerStore
 }
+
+// breakerStore is a fallback store: one breaker (fallback.Store) or, on
+// Redis Cluster, one per group of slots (fallback.Partitioned), so that a
+// failed primary degrades only the keys it holds.
+type breakerStore interface {
+	ratewarden.Store
+	State() fallback.State
+}
+
+// slotGroups is the number of breakers on Redis Cluster: groups of 1024
+// slots, fine enough that most groups lie on one primary.
+const slotGroups = 16
 
 type redisOptions struct {
 	timeout  time.Duration
@@ -118,7 +131,7 @@ func NewRedis(url string, opts ...Option) (*Redis, error) {
 		client.Close()
 		return nil, err
 	}
-	r := &Redis{client: client, primary: primary, opts: o, stores: map[config.FailurePolicy]*fallback.Store{}}
+	r := &Redis{client: client, primary: primary, opts: o, stores: map[config.FailurePolicy]breakerStore{}}
 	for _, fp := range config.FailurePolicies {
 		if _, err := r.store(fp); err != nil {
 			client.Close()
@@ -150,7 +163,7 @@ func (r *Redis) Store(fp config.FailurePolicy) (ratewarden.Store, error) {
 	return r.store(fp)
 }
 
-func (r *Redis) store(fp config.FailurePolicy) (*fallback.Store, error) {
+func (r *Redis) store(fp config.FailurePolicy) (breakerStore, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if st := r.stores[fp]; st != nil {
@@ -160,14 +173,21 @@ func (r *Redis) store(fp config.FailurePolicy) (*fallback.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := fallback.New(r.primary,
+	opts := []fallback.Option{
 		fallback.WithPolicy(p),
 		fallback.WithTimeout(r.opts.timeout),
 		fallback.WithReplicas(r.opts.replicas),
 		fallback.WithProbeInterval(r.opts.probe),
-		fallback.WithName("redis/"+string(fp)),
+		fallback.WithName("redis/" + string(fp)),
 		fallback.WithLogger(r.opts.logger),
-	)
+	}
+	var st breakerStore
+	if r.client.Mode() == rueidis.ClientModeCluster {
+		st, err = fallback.NewPartitioned(r.primary, slotGroups,
+			func(key string) int { return redisstore.Slot(key) / (16384 / slotGroups) }, opts...)
+	} else {
+		st, err = fallback.New(r.primary, opts...)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/testredis"
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
@@ -77,5 +78,42 @@ func TestNewRedisErrorsHidePassword(t *testing.T) {
 		if !strings.Contains(err.Error(), "redis://") || !strings.Contains(err.Error(), "xxxxx") {
 			t.Errorf("NewRedis(%s): want the redacted URL in %q", url, err)
 		}
+	}
+}
+
+// On Redis Cluster each failure policy gets a breaker per group of slots
+// (fallback.Partitioned), so a failed primary degrades only its keys; on a
+// single Redis, one breaker.
+func TestClusterGetsABreakerPerSlotGroup(t *testing.T) {
+	c := testredis.StartCluster(t)
+	addrs := c.Addrs()
+	url := "redis://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
+	b, err := backend.NewRedis(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	st, err := b.Store(config.FailurePolicy("local_fallback"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.(*fallback.Partitioned); !ok {
+		t.Errorf("cluster store is %T, want *fallback.Partitioned", st)
+	}
+	lim, _ := ratewarden.New(st)
+	if r, err := lim.Allow(t.Context(), "user:1", ratewarden.PerMinute(10)); err != nil || !r.Allowed || r.Source != ratewarden.SourceStore {
+		t.Errorf("Allow on the cluster: %+v, %v", r, err)
+	}
+
+	rs := testredis.Start(t)
+	single, err := backend.NewRedis("redis://" + rs.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer single.Close()
+	if st, err := single.Store(config.FailurePolicy("local_fallback")); err != nil {
+		t.Fatal(err)
+	} else if _, ok := st.(*fallback.Store); !ok {
+		t.Errorf("single-node store is %T, want *fallback.Store", st)
 	}
 }
