@@ -318,3 +318,20 @@ func (d *Sentinel) promoted(old *Server) (*Server, error) {
 	}
 	return p, nil
 }
+
+// WaitPromoted waits until every running sentinel names a data node other
+// than old as the primary, and that node says role:master — after old was
+// killed, say. It returns the new primary.
+func (d *Sentinel) WaitPromoted(old *Server, timeout time.Duration) (*Server, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		p, err := d.promoted(old)
+		if err == nil {
+			return p, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no promotion within %v: %w", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
