@@ -103,15 +103,9 @@ func New(primary ratewarden.Store, opts ...Option) (*Store, error) {
 	if primary == nil {
 		return nil, fmt.Errorf("fallback: primary store must not be nil: %w", ratewarden.ErrInvalidConfig)
 	}
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("fallback: nil Option: %w", ratewarden.ErrInvalidConfig)
-		}
-		o(&cfg)
-	}
-	if cfg.err != nil {
-		return nil, cfg.err
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
 	s := &Store{primary: primary, cfg: cfg, local: cfg.local}
 	if s.local == nil && (cfg.policy == LocalFallback || cfg.policyFor != nil) {

@@ -72,6 +72,18 @@ func defaultConfig() config {
 	}
 }
 
+// newConfig applies opts to the defaults and reports the first invalid one.
+func newConfig(opts []Option) (config, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return config{}, fmt.Errorf("fallback: nil Option: %w", ratewarden.ErrInvalidConfig)
+		}
+		o(&cfg)
+	}
+	return cfg, cfg.err
+}
+
 // fail records the first invalid option.
 func (c *config) fail(format string, args ...any) {
 	if c.err == nil {

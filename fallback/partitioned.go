@@ -36,15 +36,9 @@ func NewPartitioned(primary ratewarden.Store, n int, partition func(key string) 
 	case partition == nil:
 		return nil, fmt.Errorf("fallback: partition function must not be nil: %w", ratewarden.ErrInvalidConfig)
 	}
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("fallback: nil Option: %w", ratewarden.ErrInvalidConfig)
-		}
-		o(&cfg)
-	}
-	if cfg.err != nil {
-		return nil, cfg.err
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
 	shared := opts[:len(opts):len(opts)]
 	if cfg.local == nil {
