@@ -4,7 +4,6 @@ package clustertest
 // the shared cluster, and brings it back as a replica when it ends.
 
 import (
-	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -80,10 +79,7 @@ func TestPartitionedFailoverIsolatesShards(t *testing.T) {
 	}
 
 	raw := store(t, client(t, clusterURL()), redisstore.WithDenyCache(0))
-	st, err := fallback.NewPartitioned(raw, groups, group,
-		fallback.WithPolicy(fallback.LocalFallback),
-		fallback.WithTimeout(time.Second), // no healthy call takes that long, even under -race
-		fallback.WithLogger(slog.New(slog.DiscardHandler)))
+	st, err := fallback.NewPartitioned(raw, groups, group, outageOptions...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +87,6 @@ func TestPartitionedFailoverIsolatesShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limit := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1_000_000, Period: time.Hour}
 
 	var (
 		healthyCalls, healthyDegraded atomic.Int64
@@ -108,7 +103,7 @@ func TestPartitionedFailoverIsolatesShards(t *testing.T) {
 			for i := w; !stop.Load(); i = (i + 1) % len(keys) {
 				time.Sleep(time.Millisecond)
 				k := keys[i]
-				r, err := lim.Allow(ctx, k, limit)
+				r, err := lim.Allow(ctx, k, neverOver)
 				if err != nil {
 					errs.Add(1)
 					firstErr.Do(func() { t.Errorf("Allow(%s): %v", k, err) })
