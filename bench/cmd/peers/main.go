@@ -22,17 +22,22 @@ func main() {
 	callers := flag.String("c", "1,16,64,256", "concurrent callers, comma-separated")
 	reps := flag.Int("reps", 3, "repetitions of every cell (interleaved; medians are reported)")
 	d := flag.Duration("d", time.Second, "duration of a many-keys cell (the others run half as long)")
+	n := flag.Int64("n", 0, "if > 0, send exactly this many requests per cell instead of running for -d")
+	verbose := flag.Bool("v", false, "print a progress line per cell on stderr")
 	only := flag.String("only", "", "run only contenders whose name contains this")
 	wls := flag.String("workloads", "", "run only workloads whose name contains this")
 	flag.Parse()
-	if err := run(*callers, *reps, *d, *only, *wls); err != nil {
+	if err := run(*callers, *reps, *d, *n, *verbose, *only, *wls); err != nil {
 		fmt.Fprintln(os.Stderr, "peers:", err)
 		os.Exit(1)
 	}
 }
 
-func run(callers string, reps int, d time.Duration, only, wls string) error {
-	cfg := bench.Config{Reps: reps, Duration: d, Progress: os.Stderr}
+func run(callers string, reps int, d time.Duration, n int64, verbose bool, only, wls string) error {
+	cfg := bench.Config{Reps: reps, Duration: d, Requests: n}
+	if verbose {
+		cfg.Progress = os.Stderr
+	}
 	for _, f := range strings.Split(callers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
@@ -40,8 +45,8 @@ func run(callers string, reps int, d time.Duration, only, wls string) error {
 		}
 		cfg.Callers = append(cfg.Callers, n)
 	}
-	if reps < 1 || d <= 0 {
-		return fmt.Errorf("-reps and -d must be positive")
+	if reps < 1 || d <= 0 || n < 0 {
+		return fmt.Errorf("-reps and -d must be positive, -n must not be negative")
 	}
 	for _, c := range bench.Contenders() {
 		if strings.Contains(c.Name, only) {
@@ -66,8 +71,12 @@ func run(callers string, reps int, d time.Duration, only, wls string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("## ratewarden vs other Go rate limiters\n\nOne private redis-server on loopback (persistence off), %d CPU(s), GOMAXPROCS %d, %s; %d interleaved repetitions per cell, medians (latency percentiles over all repetitions). C is the number of concurrent callers.\n",
-		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), reps)
+	cells := fmt.Sprintf("many-keys cells of %v, the others half as long", d)
+	if n > 0 {
+		cells = fmt.Sprintf("cells of %d requests", n)
+	}
+	fmt.Printf("## ratewarden vs other Go rate limiters\n\nOne private redis-server on loopback (persistence off), %d CPU(s), GOMAXPROCS %d, %s; %s; %d interleaved repetitions per cell, medians (latency percentiles over all repetitions). C is the number of concurrent callers.\n",
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), cells, reps)
 	s.Markdown(os.Stdout)
 	return ctx.Err()
 }
