@@ -56,14 +56,17 @@ func StartRedis() (*Redis, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	// Generous: a busy machine can be slow to start a process.
+	const startCap = 30 * time.Second
+	deadline := time.Now().Add(startCap)
 	for {
-		if ping(r.Addr) == nil {
+		err := ping(r.Addr)
+		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
 			r.Stop()
-			return nil, fmt.Errorf("bench: redis-server on %s did not answer PING", r.Addr)
+			return nil, fmt.Errorf("bench: redis-server on %s did not answer PING within %v: %w", r.Addr, startCap, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -18,7 +18,9 @@ func TestRedisDiesWithItsParent(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server not on PATH")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// Caps, not expectations: the helper starts a redis-server (up to 30 s
+	// on a busy machine) and exits; the server should go at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), orphanHelperEnv+"=1")
@@ -37,10 +39,11 @@ func TestRedisDiesWithItsParent(t *testing.T) {
 	}
 	// Whatever happens, do not leave the server behind.
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	deadline := time.Now().Add(10 * time.Second)
+	const dieCap = 30 * time.Second
+	deadline := time.Now().Add(dieCap)
 	for ping(addr) == nil {
 		if time.Now().After(deadline) {
-			t.Fatalf("redis-server (pid %d, %s) outlived the process that started it", pid, addr)
+			t.Fatalf("redis-server (pid %d, %s) still answered %v after the process that started it exited", pid, addr, dieCap)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
