@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/ratewarden/ratewarden/internal/nilcheck"
 )
 
 // Limiter checks keys against limits on a Store. It validates every input
@@ -24,10 +26,12 @@ type call struct {
 	res [1]Result
 }
 
-// New returns a Limiter deciding on store.
+// New returns a Limiter deciding on store. A nil store, or one holding a
+// nil pointer (as a failed constructor returns), is refused with
+// ErrInvalidConfig rather than failing on the first check.
 func New(store Store, opts ...Option) (*Limiter, error) {
-	if store == nil {
-		return nil, fmt.Errorf("%w: store must not be nil", ErrInvalidConfig)
+	if nilcheck.Is(store) {
+		return nil, fmt.Errorf("%w: store is %s; check the error of the store's constructor", ErrInvalidConfig, nilcheck.Describe(store))
 	}
 	l := &Limiter{store: store}
 	for _, o := range opts {

@@ -69,6 +69,7 @@ import (
 
 	"github.com/maypok86/otter/v2"
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/nilcheck"
 )
 
 // DefaultMaxEntries is the default bound on remembered denials.
@@ -133,8 +134,8 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.clock =
 
 // New returns a Store remembering the denials of inner.
 func New(inner ratewarden.Store, opts ...Option) (*Store, error) {
-	if inner == nil {
-		return nil, fmt.Errorf("denycache: inner store must not be nil: %w", ratewarden.ErrInvalidConfig)
+	if nilcheck.Is(inner) {
+		return nil, fmt.Errorf("denycache: inner store is %s: %w", nilcheck.Describe(inner), ratewarden.ErrInvalidConfig)
 	}
 	c := config{maxEntries: DefaultMaxEntries, clock: time.Now}
 	for _, o := range opts {

@@ -75,6 +75,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/nilcheck"
 	"github.com/ratewarden/ratewarden/memstore"
 	"github.com/sony/gobreaker/v2"
 )
@@ -100,8 +101,8 @@ type Store struct {
 
 // New returns a Store deciding on primary, configured by opts.
 func New(primary ratewarden.Store, opts ...Option) (*Store, error) {
-	if primary == nil {
-		return nil, fmt.Errorf("fallback: primary store must not be nil: %w", ratewarden.ErrInvalidConfig)
+	if nilcheck.Is(primary) {
+		return nil, fmt.Errorf("fallback: primary store is %s: %w", nilcheck.Describe(primary), ratewarden.ErrInvalidConfig)
 	}
 	cfg, err := newConfig(opts)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/nilcheck"
 )
 
 // Defaults for New.
@@ -271,8 +272,8 @@ func WithOnDegraded(fn func(p Policy, cause error)) Option {
 // memstore.WithMaxKeys to bound it differently. st must not be nil.
 func WithLocalStore(st ratewarden.Store) Option {
 	return func(c *config) {
-		if st == nil {
-			c.fail("local store must not be nil")
+		if nilcheck.Is(st) {
+			c.fail("local store is %s", nilcheck.Describe(st))
 			return
 		}
 		c.local = st

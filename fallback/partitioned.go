@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/nilcheck"
 	"github.com/ratewarden/ratewarden/memstore"
 )
 
@@ -31,6 +32,8 @@ type Partitioned struct {
 // by New(primary, opts...). partition maps a key to its partition, in [0, n).
 func NewPartitioned(primary ratewarden.Store, n int, partition func(key string) int, opts ...Option) (*Partitioned, error) {
 	switch {
+	case nilcheck.Is(primary):
+		return nil, fmt.Errorf("fallback: primary store is %s: %w", nilcheck.Describe(primary), ratewarden.ErrInvalidConfig)
 	case n < 1:
 		return nil, fmt.Errorf("fallback: partitions must be >= 1, got %d: %w", n, ratewarden.ErrInvalidConfig)
 	case partition == nil:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/denycache"
+	"github.com/ratewarden/ratewarden/internal/nilcheck"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
@@ -108,8 +109,8 @@ func WithBatchLanes(n int) Option {
 // round trips). Client-side caching is not used; create the client with
 // DisableCache: true.
 func New(client rueidis.Client, opts ...Option) (*Store, error) {
-	if client == nil {
-		return nil, fmt.Errorf("redisstore: %w: client must not be nil", ratewarden.ErrInvalidConfig)
+	if nilcheck.Is(client) {
+		return nil, fmt.Errorf("redisstore: client is %s; check the error of rueidis.NewClient: %w", nilcheck.Describe(client), ratewarden.ErrInvalidConfig)
 	}
 	return newStore(&rueidisEval{c: client, lua: rueidis.NewLuaScript(script)}, client.Mode() == rueidis.ClientModeCluster, opts)
 }
@@ -122,8 +123,8 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 // client was created with ContextTimeoutEnabled: true; set it so a caller's
 // deadline bounds a check.
 func NewGoRedis(client redis.UniversalClient, opts ...Option) (*Store, error) {
-	if client == nil {
-		return nil, fmt.Errorf("redisstore: %w: client must not be nil", ratewarden.ErrInvalidConfig)
+	if nilcheck.Is(client) {
+		return nil, fmt.Errorf("redisstore: client is %s: %w", nilcheck.Describe(client), ratewarden.ErrInvalidConfig)
 	}
 	return newStore(&goRedisEval{c: client, s: redis.NewScript(script)}, isGoRedisSharded(client), opts)
 }

@@ -29,6 +29,7 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/nilcheck"
 	"github.com/ratewarden/ratewarden/service/config"
 )
 
@@ -175,8 +176,8 @@ func WithMaxBodyBytes(n int64) Option {
 // WithConfigPaths; with paths, it loads them now and fails when they are
 // invalid.
 func New(backend Backend, opts ...Option) (*Server, error) {
-	if backend == nil {
-		return nil, fmt.Errorf("%w: server: nil backend", ratewarden.ErrInvalidConfig)
+	if nilcheck.Is(backend) {
+		return nil, fmt.Errorf("server: backend is %s: %w", nilcheck.Describe(backend), ratewarden.ErrInvalidConfig)
 	}
 	s := &Server{
 		backend:        backend,
