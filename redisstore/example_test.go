@@ -15,7 +15,7 @@ import (
 // The usual setup: one rueidis client and one Store per process, shared by
 // all goroutines.
 func ExampleNew() {
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}, DisableCache: true})
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}, DisableCache: true})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -34,12 +34,16 @@ func ExampleNew() {
 	}
 	if !res.Allowed {
 		fmt.Println("retry in", res.RetryAfter)
+		return
 	}
+	fmt.Println("allowed, remaining", res.Remaining)
+	// Output:
+	// allowed, remaining 99
 }
 
 // An application that already has a go-redis client can reuse it.
 func ExampleNewGoRedis() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	store, err := redisstore.NewGoRedis(client)
 	if err != nil {
@@ -55,13 +59,15 @@ func ExampleNewGoRedis() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(d.Allowed)
+	fmt.Println(d.Allowed, d.Results[0].Remaining, d.Results[1].Remaining)
+	// Output:
+	// true 9 9999
 }
 
 // Keys keep the caller's key inside a Cluster hash tag; keys that would
 // break the tag, or are long, are hashed.
 func ExampleStore_Key() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}) // connects on first use only
+	client := redis.NewClient(&redis.Options{Addr: redisAddr}) // connects on first use only
 	defer client.Close()
 	store, err := redisstore.NewGoRedis(client)
 	if err != nil {
@@ -77,7 +83,7 @@ func ExampleStore_Key() {
 }
 
 func ExampleWithPrefix() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	client := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer client.Close()
 	store, err := redisstore.NewGoRedis(client, redisstore.WithPrefix("staging:rl:"))
 	if err != nil {
@@ -95,7 +101,7 @@ func ExampleWithPrefix() {
 // A service that builds Requests itself (for example from an RPC) calls the
 // Store directly; ratewarden.ValidateRequest is what Check applies first.
 func ExampleStore_Check() {
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}, DisableCache: true})
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}, DisableCache: true})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -112,10 +118,13 @@ func ExampleStore_Check() {
 	for _, r := range res {
 		fmt.Println(r.Limit, r.Allowed, r.Remaining)
 	}
+	// Output:
+	// 10/1s true 9
+	// 1000/1h true 999
 }
 
 func ExampleStore_Reset() {
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}, DisableCache: true})
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}, DisableCache: true})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -124,9 +133,25 @@ func ExampleStore_Reset() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// One DEL of rw:{user:42}:sliding_window:1m; other limits of user:42
-	// keep their state.
-	if err := store.Reset(context.Background(), "user:42", ratewarden.PerMinute(100)); err != nil {
+	ctx := context.Background()
+	limiter, err := ratewarden.New(store)
+	if err != nil {
 		log.Fatal(err)
 	}
+	perMinute, perDay := ratewarden.PerMinute(100), ratewarden.PerDay(1000)
+	if _, err := limiter.AllowAll(ctx, "user:7", 10, perMinute, perDay); err != nil {
+		log.Fatal(err)
+	}
+	// One DEL of rw:{user:7}:sliding_window:1m; the per-day state of
+	// user:7 stays.
+	if err := store.Reset(ctx, "user:7", perMinute); err != nil {
+		log.Fatal(err)
+	}
+	d, err := limiter.AllowAll(ctx, "user:7", 0, perMinute, perDay) // cost 0: look only
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(d.Results[0].Remaining, d.Results[1].Remaining)
+	// Output:
+	// 100 990
 }

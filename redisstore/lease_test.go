@@ -1,9 +1,7 @@
 package redisstore
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -486,107 +484,4 @@ func BenchmarkHotKey(b *testing.B) {
 			run(b, l)
 		})
 	}
-}
-
-// Lease mode for a hot key: the replica takes 50 units at a time from
-// Redis and answers from them locally. (Needs a Redis on 127.0.0.1:6379.)
-func ExampleNewLeaser() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
-	defer client.Close()
-	store, err := NewGoRedis(client)
-	if err != nil {
-		panic(err)
-	}
-	leaser, err := NewLeaser(store, WithLeaseSize(50))
-	if err != nil {
-		panic(err)
-	}
-	defer leaser.Close(context.Background()) // gives unused units back
-	limiter, _ := ratewarden.New(leaser)
-	r, err := limiter.Allow(context.Background(), "search-api", ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10_000, Period: time.Minute})
-	if err == nil {
-		fmt.Println(r.Allowed, r.Source)
-	}
-}
-
-func ExampleWithLeaseSize() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}) // connects on first use only
-	defer client.Close()
-	store, _ := NewGoRedis(client)
-	_, err := NewLeaser(store, WithLeaseSize(0))
-	fmt.Println(err)
-	// Output:
-	// redisstore: ratewarden: invalid config: lease size must be at least 1, got 0
-}
-
-// Only the limits the selector picks use leases; the others are plain
-// checks of the Store.
-func ExampleWithLeased() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer client.Close()
-	store, _ := NewGoRedis(client)
-	leaser, err := NewLeaser(store, WithLeased(func(l ratewarden.Limit) bool { return l.Rate >= 1000 }))
-	fmt.Println(err, leaser.Leases())
-	// Output:
-	// <nil> 0
-}
-
-func ExampleWithMaxLeases() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer client.Close()
-	store, _ := NewGoRedis(client)
-	_, err := NewLeaser(store, WithMaxLeases(-1))
-	fmt.Println(err)
-	// Output:
-	// redisstore: ratewarden: invalid config: max leases must be at least 1, got -1
-}
-
-// Close gives the unused units of fixed-window leases back; a closed
-// Leaser makes plain checks. Closing twice does nothing.
-func ExampleLeaser_Close() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer client.Close()
-	store, _ := NewGoRedis(client)
-	leaser, _ := NewLeaser(store)
-	fmt.Println(leaser.Close(context.Background()), leaser.Close(context.Background()))
-	// Output:
-	// <nil> <nil>
-}
-
-// Reset drops this replica's leases of the key and deletes its state in
-// Redis. (Needs a Redis on 127.0.0.1:6379.)
-func ExampleLeaser_Reset() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
-	defer client.Close()
-	store, _ := NewGoRedis(client)
-	leaser, _ := NewLeaser(store)
-	defer leaser.Close(context.Background())
-	if err := leaser.Reset(context.Background(), "search-api", ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10_000, Period: time.Minute}); err != nil {
-		fmt.Println("reset failed:", err)
-	}
-}
-
-// Check is what a Limiter calls; a service building Requests itself can
-// call it directly. (Needs a Redis on 127.0.0.1:6379.)
-func ExampleLeaser_Check() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
-	defer client.Close()
-	store, _ := NewGoRedis(client)
-	leaser, _ := NewLeaser(store)
-	defer leaser.Close(context.Background())
-	req := &ratewarden.Request{Key: "search-api", Limits: []ratewarden.Limit{{Algorithm: ratewarden.TokenBucket, Rate: 100, Period: time.Second}}, Cost: 1}
-	res := make([]ratewarden.Result, 1)
-	if err := leaser.Check(context.Background(), req, res); err == nil {
-		fmt.Println(res[0].Allowed)
-	}
-}
-
-func ExampleLeaser_Leases() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer client.Close()
-	store, _ := NewGoRedis(client)
-	leaser, _ := NewLeaser(store)
-	fmt.Println(leaser.Leases())
-	// Output:
-	// 0
 }

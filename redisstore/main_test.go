@@ -7,21 +7,8 @@ import (
 	"testing"
 
 	"github.com/ratewarden/ratewarden/internal/testredis"
-	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) {
-	// go-redis logs its pool's failed background dials, which the restart
-	// and dead-server tests cause on purpose; their errors are asserted.
-	redis.SetLogger(quietLogger{})
-	goleak.VerifyTestMain(m)
-}
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // newClient returns a rueidis client for addr, closed when the test ends.
 func newClient(tb testing.TB, addr string) rueidis.Client {

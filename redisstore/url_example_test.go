@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 
@@ -27,7 +28,7 @@ func ExampleParseURL() {
 // ClientFromURL connects, so it needs a running Redis; the Store goes on
 // top of the client it returns.
 func ExampleClientFromURL() {
-	client, err := redisstore.ClientFromURL("redis://127.0.0.1:6379/0")
+	client, err := redisstore.ClientFromURL("redis://" + redisAddr + "/0")
 	if err != nil {
 		log.Fatal(err) // wraps ratewarden.ErrStoreUnavailable when nothing answers
 	}
@@ -36,6 +37,15 @@ func ExampleClientFromURL() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	limiter, _ := ratewarden.New(store)
-	_ = limiter
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := limiter.Allow(context.Background(), "url-example", ratewarden.PerSecond(5))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(res.Allowed, res.Remaining)
+	// Output:
+	// true 4
 }
