@@ -7,12 +7,12 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 MODULES := . service bench
 LINT_MODULES := $(MODULES)
 
-.PHONY: test lint vet staticcheck fmt-check deps redis bench
+.PHONY: test lint vet staticcheck fmt-check deps redis bench modules
 
 # test: install what the tests need if missing (redis-server, redis-cli, a
 # C compiler for -race), check formatting, vet, staticcheck, then the whole
 # suite with the race detector in every module.
-test: deps fmt-check vet staticcheck
+test: deps modules fmt-check vet staticcheck
 	@for m in $(MODULES); do echo "== go test -race $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 8m ./...) || exit 1; done
 
 lint: fmt-check vet staticcheck
@@ -33,6 +33,11 @@ deps:
 	@./scripts/install-test-deps.sh
 redis: deps
 
+# modules: a fresh machine downloads every Go module the modules need on
+# the first build, a long silence; say so once before it starts.
+modules:
+	@for m in $(MODULES); do (cd $$m && GOPROXY=off GOFLAGS=-mod=readonly $(GO) list -deps -test ./... >/dev/null 2>&1) || { echo "First build: downloading Go modules (about two minutes the first time)..."; break; }; done
+
 # bench: every module's Go benchmarks (they start their own redis-server).
 bench: deps
 	@for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem ./...) || exit 1; done
@@ -41,7 +46,7 @@ bench: deps
 # config: HTTP API on :8080, Envoy's gRPC rate limit service on :8081.
 # RATEWARDEN_REDIS_URL=redis://127.0.0.1:6379 make run shares limits in Redis.
 .PHONY: run build
-run:
+run: modules
 	cd service && $(GO) run ./cmd/ratewarden serve --config ../examples/config/ratewarden.yaml
 
 # build: the ratewarden binary in bin/.
