@@ -8,11 +8,23 @@
 // fallback), redisstore keeps it in Redis (standalone, Sentinel or
 // Cluster), and decorators such as fallback wrap one Store in another.
 //
-//	store, _ := redisstore.New(client)
-//	lim, _ := ratewarden.New(store)
+//	store, err := redisstore.New(client) // client: a rueidis.Client
+//	if err != nil {
+//		return err
+//	}
+//	lim, err := ratewarden.New(store)
+//	if err != nil {
+//		return err
+//	}
 //	res, err := lim.Allow(ctx, "user:42", ratewarden.PerMinute(100))
-//	if err != nil { /* bad input, or the store is unavailable */ }
-//	if !res.Allowed { /* 429, retry after res.RetryAfter */ }
+//	if err != nil {
+//		return err // bad input, or the store is unavailable
+//	}
+//	if !res.Allowed {
+//		// 429: retry after res.RetryAfter
+//	}
+//
+// The redisstore and memstore examples are whole programs.
 //
 // # Guarantees
 //

@@ -3,8 +3,11 @@
 // every denial the store made and answers further checks of the same key
 // and limit locally until the denial's RetryAfter has passed.
 //
-//	st, _ := denycache.New(inner)
-//	lim, _ := ratewarden.New(st)
+//	st, err := denycache.New(inner)
+//	if err != nil {
+//		return err
+//	}
+//	lim, err := ratewarden.New(st)
 //
 // redisstore.New builds one in by default (redisstore.WithDenyCache); use
 // this package directly to put a deny cache in front of another Store.

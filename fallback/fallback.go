@@ -3,11 +3,17 @@
 // deadline, stops calling it through a circuit breaker while it keeps
 // failing, and answers meanwhile with a failure policy chosen up front.
 //
-//	primary, _ := redisstore.New(client)
-//	st, _ := fallback.New(primary,
+//	primary, err := redisstore.New(client)
+//	if err != nil {
+//		return err
+//	}
+//	st, err := fallback.New(primary,
 //		fallback.WithPolicy(fallback.LocalFallback),
 //		fallback.WithReplicas(4)) // this service runs 4 replicas
-//	lim, _ := ratewarden.New(st)
+//	if err != nil {
+//		return err
+//	}
+//	lim, err := ratewarden.New(st)
 //
 // # Policies
 //

@@ -16,7 +16,7 @@ import (
 // answers — a Redis Cluster primary holds only its slots — so that a
 // failed shard degrades only its keys:
 //
-//	st, _ := fallback.NewPartitioned(primary, 16,
+//	st, err := fallback.NewPartitioned(primary, 16,
 //		func(key string) int { return redisstore.Slot(key) / 1024 }, // 16 slot groups
 //		fallback.WithPolicy(fallback.LocalFallback))
 //

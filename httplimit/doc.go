@@ -2,11 +2,16 @@
 // ratewarden.Limiter: with a Redis-backed Limiter, every replica of a
 // service behind a load balancer enforces one shared limit.
 //
-//	lim, _ := ratewarden.New(store)
+//	lim, err := ratewarden.New(store)
+//	if err != nil {
+//		return err
+//	}
 //	mw, err := httplimit.New(lim,
 //		httplimit.WithLimits(ratewarden.PerSecond(10), ratewarden.PerDay(10_000)))
-//	if err != nil { ... }
-//	http.ListenAndServe(":8080", mw.Handler(mux))
+//	if err != nil {
+//		return err
+//	}
+//	return http.ListenAndServe(":8080", mw.Handler(mux))
 //
 // Middleware.Handler has the standard func(http.Handler) http.Handler
 // shape, so it works with net/http, chi (r.Use(mw.Handler)) and any router

@@ -4,7 +4,10 @@
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) storetest.Subject {
 //			clk := newFakeClock()
-//			s, _ := memstore.New(memstore.WithClock(clk.Now))
+//			s, err := memstore.New(memstore.WithClock(clk.Now))
+//			if err != nil {
+//				t.Fatal(err)
+//			}
 //			return storetest.Subject{Store: s, Advance: clk.Advance}
 //		})
 //	}
@@ -17,6 +20,13 @@
 // of about an hour, chosen so that no window boundary of the store's clock
 // falls inside the test. Subtests run in parallel; each gets its own
 // Subject and its own keys.
+//
+// A time-based subtest assumes nothing about how fast the machine is: it
+// measures, on the local clock, whether its calls came in time for what it
+// asserts (on a busy machine a goroutine can stall for longer than a short
+// period), and when they did not and the check failed, it runs again with a
+// period four times as long, up to three times. An assertion is made only
+// where the calls provably came in time, so a wrong store still fails.
 package storetest
 
 import (
@@ -50,6 +60,42 @@ const shortPeriod = 500 * time.Millisecond
 // margin is added to waits so that a store on real time is past the
 // instant it named; with a fake clock it is just a little extra time.
 const margin = 5 * time.Millisecond
+
+// attempts is how often a time-based subtest runs, each time with a period
+// four times as long, when its calls came too late to check its claim.
+const attempts = 3
+
+// retryLate runs check with period p = base and, as long as check reports
+// that its calls came too late for what it asserts, again with a period
+// four times as long, up to attempts times. check fails t on what is wrong
+// whatever the timing, and on what is wrong although its calls came in
+// time; it returns "" when done, or what came late. attempt numbers the
+// runs from 0, for fresh keys.
+func retryLate(t *testing.T, base time.Duration, check func(p time.Duration, attempt int) (late string)) {
+	t.Helper()
+	p := base
+	var lates []string
+	for attempt := range attempts {
+		late := check(p, attempt)
+		if late == "" {
+			return
+		}
+		lates = append(lates, fmt.Sprintf("period %v: %s", p, late))
+		p *= 4
+	}
+	t.Fatalf("storetest: too slow to check, in each of %d attempts (is the machine overloaded?):\n  %s", attempts, strings.Join(lates, "\n  "))
+}
+
+// late says what came too late when the local clock is past by, or "".
+// On a store on real time the local clock runs with the store's; with a
+// fake clock only Advance moves the store's, so nothing it checks is late,
+// and a late report only costs a rerun.
+func late(what string, by time.Time) string {
+	if over := time.Since(by); over > 0 {
+		return fmt.Sprintf("%s came %v too late", what, over.Round(time.Millisecond))
+	}
+	return ""
+}
 
 // algorithms lists every algorithm the suite runs each table against.
 var algorithms = []ratewarden.Algorithm{
@@ -202,34 +248,46 @@ func (e *env) stable(t *testing.T, alg ratewarden.Algorithm, rate int64) ratewar
 // window of period p ends, with a FixedWindow probe on a key of its own.
 func (e *env) untilBoundary(t *testing.T, p time.Duration) time.Duration {
 	t.Helper()
+	d, _ := e.boundary(t, p)
+	return d
+}
+
+// boundary is untilBoundary that also returns a local instant no later
+// than that boundary: the store read its clock after the probe was sent.
+func (e *env) boundary(t *testing.T, p time.Duration) (time.Duration, time.Time) {
+	t.Helper()
+	sent := time.Now()
 	probe := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: p}
 	r := e.allowN(t, e.key(fmt.Sprintf("probe-%v-%d", p, probeSeq.Add(1))), probe, 1)
 	if !r.Allowed || r.ResetAfter <= 0 || r.ResetAfter > p {
 		t.Fatalf("FixedWindow probe %v on a fresh key: %+v, want allowed with 0 < ResetAfter <= %v", probe, r, p)
 	}
-	return r.ResetAfter
+	return r.ResetAfter, sent.Add(r.ResetAfter)
 }
 
 var probeSeq atomic.Int64
 
 // align advances the store's clock to just past the start of a window of
 // period p, so that a test has almost a whole window before the next
-// boundary.
-func (e *env) align(t *testing.T, p time.Duration) {
+// boundary. It returns a local instant no later than that window's end.
+func (e *env) align(t *testing.T, p time.Duration) time.Time {
 	t.Helper()
-	e.Advance(e.untilBoundary(t, p) + margin)
+	d, at := e.boundary(t, p)
+	e.Advance(d + margin)
+	return at.Add(p)
 }
 
-// short returns a limit of alg with the given rate per shortPeriod,
-// aligned to a fresh window: the test then has almost a whole period
-// before the boundary.
-func (e *env) short(t *testing.T, alg ratewarden.Algorithm, rate int64) ratewarden.Limit {
+// short returns a limit of alg with the given rate per period p, aligned
+// to a fresh window (the test then has almost a whole period before the
+// boundary), and a local instant until which calls are still in that
+// window (far in the future for the algorithms without windows).
+func (e *env) short(t *testing.T, alg ratewarden.Algorithm, rate int64, p time.Duration) (ratewarden.Limit, time.Time) {
 	t.Helper()
-	l := ratewarden.Limit{Algorithm: alg, Rate: rate, Period: shortPeriod}
+	l := ratewarden.Limit{Algorithm: alg, Rate: rate, Period: p}
 	if alg == ratewarden.FixedWindow || alg == ratewarden.SlidingWindow {
-		e.align(t, l.Period)
+		return l, e.align(t, l.Period)
 	}
-	return l
+	return l, time.Now().Add(time.Hour)
 }
 
 func testAdmitsCapacity(t *testing.T, e *env, alg ratewarden.Algorithm) {
@@ -318,12 +376,27 @@ func testCostN(t *testing.T, e *env, alg ratewarden.Algorithm) {
 }
 
 func testRetryAfter(t *testing.T, e *env, alg ratewarden.Algorithm) {
-	l := e.short(t, alg, 2)
-	k := e.key("k")
+	retryLate(t, shortPeriod, func(p time.Duration, attempt int) string {
+		return checkRetryAfter(t, e, alg, p, attempt)
+	})
+}
+
+func checkRetryAfter(t *testing.T, e *env, alg ratewarden.Algorithm, p time.Duration, attempt int) string {
+	l, windowEnd := e.short(t, alg, 2, p)
+	k := e.key(fmt.Sprintf("k%d", attempt))
+	start := time.Now()
 	e.allowN(t, k, l, 1)
 	e.allowN(t, k, l, 1)
 	r := e.allowN(t, k, l, 1)
 	if r.Allowed {
+		// Nothing comes back within a period / rate of the first call (a
+		// token, a logged request), nor inside the aligned window.
+		if s := late("the third call", start.Add(l.Period/time.Duration(l.Rate))); s != "" {
+			return s
+		}
+		if s := late("the third call", windowEnd); s != "" {
+			return s + " for its window"
+		}
 		t.Fatalf("third of %v allowed: %+v", l, r)
 	}
 	// A sliding window may need the rest of this window and part of the
@@ -339,10 +412,13 @@ func testRetryAfter(t *testing.T, e *env, alg ratewarden.Algorithm) {
 	if r := e.allowN(t, k, l, 1); !r.Allowed {
 		t.Fatalf("denied after waiting RetryAfter: %+v", r)
 	}
+	return ""
 }
 
+// testResetAfter needs no timing: coming late only lets more of the
+// allowance come back.
 func testResetAfter(t *testing.T, e *env, alg ratewarden.Algorithm) {
-	l := e.short(t, alg, 3)
+	l, _ := e.short(t, alg, 3, shortPeriod)
 	k := e.key("k")
 	r := e.allowN(t, k, l, 2)
 	maxReset := l.Period
@@ -521,6 +597,12 @@ func trunc(s string) string {
 func testConcurrent(t *testing.T, e *env, alg ratewarden.Algorithm) {
 	const goroutines, calls = 16, 40
 	l := e.stable(t, alg, 100)
+	if alg == ratewarden.TokenBucket {
+		// 100 per hour refills a token every 36 s: more than a slow storm
+		// may take. A bucket of 100 that refills one token per hour admits
+		// the same 100 whatever the storm's pace.
+		l.Rate, l.Burst = 1, 100
+	}
 	k := e.key("hot")
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
@@ -544,19 +626,28 @@ func testConcurrent(t *testing.T, e *env, alg ratewarden.Algorithm) {
 	for err := range errs {
 		t.Fatalf("Allow: %v", err)
 	}
-	if got := admitted.Load(); got != l.Rate {
-		t.Fatalf("%d goroutines × %d calls admitted %d, want exactly %d", goroutines, calls, got, l.Rate)
+	if got := admitted.Load(); got != l.Capacity() {
+		t.Fatalf("%d goroutines × %d calls admitted %d, want exactly %d", goroutines, calls, got, l.Capacity())
 	}
 	want(t, "Peek after the storm", e.peek(t, k, l), false, 0)
 }
 
 func testFixedRollover(t *testing.T, e *env) {
-	l := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 2, Period: shortPeriod}
-	e.align(t, l.Period)
-	k := e.key("k")
+	retryLate(t, shortPeriod, func(p time.Duration, attempt int) string {
+		return checkFixedRollover(t, e, p, attempt)
+	})
+}
+
+func checkFixedRollover(t *testing.T, e *env, p time.Duration, attempt int) string {
+	l := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 2, Period: p}
+	windowEnd := e.align(t, l.Period)
+	k := e.key(fmt.Sprintf("k%d", attempt))
 	e.allowN(t, k, l, 2)
 	r := e.allowN(t, k, l, 1)
 	if r.Allowed {
+		if s := late("the third call", windowEnd); s != "" {
+			return s + " for its window"
+		}
 		t.Fatalf("third of %v allowed: %+v", l, r)
 	}
 	if r.RetryAfter != r.ResetAfter || r.RetryAfter > l.Period-margin {
@@ -566,26 +657,48 @@ func testFixedRollover(t *testing.T, e *env) {
 	// first request: a new window starts with the full allowance.
 	e.Advance(r.RetryAfter + margin)
 	want(t, "first in the next window", e.allowN(t, k, l, 1), true, 1)
+	return ""
 }
 
 func testSlidingDecay(t *testing.T, e *env) {
-	// Four short periods: on a real clock under load, the peek below may
-	// come late by up to 20% of the period (400 ms) and still pass.
-	l := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 10, Period: 4 * shortPeriod}
-	e.align(t, l.Period)
-	k := e.key("k")
+	retryLate(t, 4*shortPeriod, func(p time.Duration, attempt int) string {
+		return checkSlidingDecay(t, e, p, attempt)
+	})
+}
+
+func checkSlidingDecay(t *testing.T, e *env, p time.Duration, attempt int) string {
+	l := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 10, Period: p}
+	windowEnd := e.align(t, l.Period)
+	k := e.key(fmt.Sprintf("k%d", attempt))
 	want(t, "fill the window", e.allowN(t, k, l, 10), true, 0)
+	until, boundary := e.boundary(t, l.Period)
+	if s := late("filling the window", windowEnd); s != "" {
+		return s // the fill may have landed in the window after
+	}
 	// Half-way through the next window the previous window's 10 weigh
 	// ceil(10 × 0.5) = 5: 5 remain. A store on real time is a little later,
-	// when a little more has decayed; 7 would mean 70% of the window went by.
-	e.Advance(e.untilBoundary(t, l.Period) + l.Period/2)
+	// when a little more has decayed; up to 7 while at most 70% of the
+	// window went by (past that, the peek came too late to tell).
+	e.Advance(until + l.Period/2)
+	peeked := time.Now()
 	r := e.peek(t, k, l)
 	if !r.Allowed || r.Remaining < 5 || r.Remaining > 7 {
+		if s := late("the half-way peek", boundary.Add(l.Period*7/10)); s != "" {
+			return s
+		}
 		t.Fatalf("half-way through the next window: %+v, want 5 (up to 7 on a slow real clock) remaining", r)
 	}
-	// What decayed can be consumed (on a real clock a unit more may have
-	// decayed meanwhile).
+	// What decayed can be consumed; a unit decays every tenth of the
+	// period, so at most one more may have decayed meanwhile if the call
+	// comes within that time (and in the same window).
 	if got := e.allowN(t, k, l, r.Remaining); !got.Allowed || got.Remaining > 1 {
+		if s := late("consuming what decayed", peeked.Add(l.Period/10)); s != "" {
+			return s
+		}
+		if s := late("consuming what decayed", boundary.Add(l.Period)); s != "" {
+			return s + " for its window"
+		}
 		t.Fatalf("consuming the %d remaining: %+v, want allowed with 0 (at most 1) left", r.Remaining, got)
 	}
+	return ""
 }
