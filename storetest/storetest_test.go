@@ -151,3 +151,68 @@ func tail(s string) string {
 	}
 	return s
 }
+
+// stalling is a correct store on real time that, in the first attempt of
+// the time-based subtests with half-second periods, stalls the call that
+// must be denied for a whole period: a busy machine at its worst. The
+// suite must tell that the call came late and rerun with a longer period,
+// not fail the store. It records which subtests reran.
+type stalling struct {
+	ratewarden.Store
+	mu     sync.Mutex
+	calls  map[string]int
+	reran  map[string]bool
+	period time.Duration
+}
+
+func (s *stalling) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
+	// Keys are <subtest>/<random>/<name>; attempts name theirs k0, k1, ...
+	parts := strings.Split(req.Key, "/")
+	subtest, name := strings.Join(parts[:len(parts)-2], "/"), parts[len(parts)-1]
+	s.mu.Lock()
+	s.calls[req.Key]++
+	n := s.calls[req.Key]
+	if name == "k1" {
+		s.reran[subtest] = true
+	}
+	s.mu.Unlock()
+	stallAt := 3 // RetryAfter: the third call
+	if strings.Contains(subtest, "/FixedWindowRollover") {
+		stallAt = 2 // the call after the two that fill the window
+	}
+	if name == "k0" && n == stallAt && req.Limits[0].Period == s.period {
+		time.Sleep(s.period)
+	}
+	return s.Store.Check(ctx, req, res)
+}
+
+func TestSuiteRerunsLateChecks(t *testing.T) {
+	if os.Getenv("STORETEST_MUTANT") != "" {
+		return // in a child of TestSuiteCatchesBugs
+	}
+	var mu sync.Mutex
+	reran := map[string]bool{}
+	t.Cleanup(func() { // after the parallel subtests
+		for _, sub := range []string{"RetryAfter/token_bucket", "RetryAfter/sliding_log", "RetryAfter/fixed_window", "FixedWindowRollover"} {
+			if !reran[t.Name()+"/"+sub] {
+				t.Errorf("%s passed a stalled first attempt without rerunning it (reran: %v)", sub, reran)
+			}
+		}
+	})
+	storetest.Run(t, func(t *testing.T) storetest.Subject {
+		s, err := memstore.New() // real time, like Redis
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		st := &stalling{Store: s, calls: map[string]int{}, reran: map[string]bool{}, period: 500 * time.Millisecond}
+		t.Cleanup(func() {
+			mu.Lock()
+			defer mu.Unlock()
+			for k := range st.reran {
+				reran[k] = true
+			}
+		})
+		return storetest.Subject{Store: st, Advance: time.Sleep}
+	})
+}
