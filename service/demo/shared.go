@@ -174,6 +174,10 @@ func (s *shared) naiveCount(ctx context.Context, clientKey string, l ratewarden.
 	return int(n), nil
 }
 
+// redisStartCap bounds how long a redis-server the demo started gets to
+// answer PING.
+const redisStartCap = 30 * time.Second
+
 // redisProc is a redis-server the demo started.
 type redisProc struct {
 	cmd  *exec.Cmd
@@ -227,7 +231,8 @@ func tryRedis(ctx context.Context, bin string) (*redisProc, error) {
 		_ = cmd.Wait()
 		close(p.done)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
+	// It answers within milliseconds; the cap is for a busy machine.
+	deadline := time.Now().Add(redisStartCap)
 	for {
 		if err := ping(addr); err == nil {
 			return p, nil
@@ -242,7 +247,7 @@ func tryRedis(ctx context.Context, bin string) (*redisProc, error) {
 		}
 		if time.Now().After(deadline) {
 			p.kill()
-			return nil, fmt.Errorf("redis-server on %s did not answer PING within 10s: %s", addr, log)
+			return nil, fmt.Errorf("redis-server on %s did not answer PING within %v: %s", addr, redisStartCap, log)
 		}
 	}
 }
