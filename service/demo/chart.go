@@ -56,6 +56,20 @@ func writeChart(path string, rep *Report) error {
 	return nil
 }
 
+// chartTitle says which demo the chart shows (race mode's naive counter
+// against the atomic script, or local limiters against a shared one),
+// and chartSubtitle with what.
+func chartTitle(rep *Report) string {
+	if rep.Race {
+		return "ratewarden demo --race: naive counter vs atomic script"
+	}
+	return "ratewarden demo: local vs shared limiter"
+}
+
+func chartSubtitle(rep *Report) string {
+	return fmt.Sprintf("%s behind a round-robin proxy, one client, limit %v", plural(rep.Replicas, "replica", "replicas"), rep.Limit)
+}
+
 func renderChart(rep *Report, series []chartSeries) []byte {
 	limit := int(min(rep.Limit.Capacity(), int64(MaxRequests)))
 	top := limit
@@ -72,7 +86,8 @@ func renderChart(rep *Report, series []chartSeries) []byte {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" %s font-size="%d">`+"\n",
 		chartW, chartH, chartW, chartH, chartFont, chartTextSize)
 	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`+"\n", chartW, chartH)
-	text(&b, padL, 28, "start", chartTitleSize, fmt.Sprintf("ratewarden demo: %d replicas, one client, limit %v", rep.Replicas, rep.Limit))
+	text(&b, padL, 22, "start", chartTitleSize, chartTitle(rep))
+	text(&b, padL, 40, "start", chartTextSize, chartSubtitle(rep))
 
 	// Grid and ticks.
 	for k := 0; k <= chartTicks; k++ {

@@ -40,7 +40,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -53,8 +55,24 @@ const (
 	DefaultRequests     = 1000
 	DefaultConcurrency  = 16
 	DefaultRaceAttempts = 5
-	DefaultChart        = "ratewarden-demo.svg"
 )
+
+// The file names of the chart by default, in the temporary directory (see
+// DefaultChart): one for the local-vs-shared runs, one for race mode.
+const (
+	ChartName     = "ratewarden-demo.svg"
+	RaceChartName = "ratewarden-demo-race.svg"
+)
+
+// DefaultChart is where the command writes the chart unless told: a file
+// in os.TempDir(), never the current directory, named for the mode so
+// that a --race run does not overwrite the other chart.
+func DefaultChart(race bool) string {
+	if race {
+		return filepath.Join(os.TempDir(), RaceChartName)
+	}
+	return filepath.Join(os.TempDir(), ChartName)
+}
 
 // DefaultLimit is 100 per minute, counted by the exact sliding log (see the
 // package documentation for why).
@@ -162,6 +180,8 @@ type Report struct {
 	// Runs are local and shared, or (race mode) the naive attempts and
 	// then atomic.
 	Runs []RunResult
+	// Race reports race mode (Config.Race).
+	Race bool
 	// RaceShown reports, in race mode, that a naive run admitted more than
 	// the limit.
 	RaceShown bool
@@ -183,7 +203,7 @@ const (
 )
 
 // ErrNeedsRedis is returned by Run in race mode when there is no Redis.
-var ErrNeedsRedis = errors.New("demo: race mode needs Redis: put redis-server on PATH or pass a Redis URL")
+var ErrNeedsRedis = errors.New("demo: race mode needs Redis: install redis-server (on PATH) or give a Redis URL")
 
 func (c *Config) setDefaults() error {
 	if c.Replicas == 0 {
@@ -232,7 +252,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	rep := &Report{Limit: cfg.Limit, Replicas: cfg.Replicas, Requests: cfg.Requests, Concurrency: cfg.Concurrency}
+	rep := &Report{Limit: cfg.Limit, Replicas: cfg.Replicas, Requests: cfg.Requests, Concurrency: cfg.Concurrency, Race: cfg.Race}
 	var cl cleanup
 	defer cl.run()
 

@@ -343,7 +343,9 @@ func TestDemoRace(t *testing.T) {
 	cfg.Out = out
 	cfg.Race = true
 	cfg.Concurrency = 16
-	cfg.RaceAttempts = 5
+	// Runs stop at the first that shows the race; a busy machine may need
+	// more of them.
+	cfg.RaceAttempts = 20
 	rep, err := Run(context.Background(), cfg)
 	assertCleanedUp(t, rep)
 	if err != nil {
@@ -660,5 +662,56 @@ func TestDemoChartUnwritable(t *testing.T) {
 	}
 	if rep.Chart != "" || strings.Contains(out.String(), "chart:") || !strings.Contains(out.String(), "exactly the limit") {
 		t.Errorf("chart %q; output:\n%s", rep.Chart, out.String())
+	}
+}
+
+// TestCountsInWords: counts printed in sentences take the word for their
+// number: 1 replica, 2 replicas.
+func TestCountsInWords(t *testing.T) {
+	var b bytes.Buffer
+	one := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 1, Period: time.Minute}
+	printHeader(&b, &Config{Replicas: 1, Limit: one, Requests: 1, Concurrency: 1, Race: true, RaceAttempts: 1}, &Report{Shared: "x"})
+	for _, want := range []string{"one client, 1 API replica behind", "at most 1 request per 1m", "traffic:      1 request per run", "(up to 1 attempt)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("header lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	printHeader(&b, &Config{Replicas: 2, Limit: tLimit, Requests: 5, Concurrency: 1, Race: true, RaceAttempts: 3}, &Report{Shared: "x"})
+	for _, want := range []string{"2 API replicas behind", "at most 20 requests per", "5 requests per run", "(up to 3 attempts)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("header lacks %q:\n%s", want, b.String())
+		}
+	}
+	race := &Report{Limit: tLimit, Runs: []RunResult{{Name: RunNaive, Attempt: 1, Admitted: tRate}, {Name: RunAtomic, Admitted: tRate}}}
+	if c := conclusion(race); !strings.Contains(c, "in 1 attempt the naive counter") {
+		t.Errorf("conclusion: %q", c)
+	}
+	local := &Report{Limit: one, Replicas: 1, Runs: []RunResult{{Name: RunLocal, Admitted: 1}, {Name: RunShared, Admitted: 1}}}
+	if c := conclusion(local); !strings.Contains(c, "got 1 request through") || !strings.Contains(c, "its one replica counted") {
+		t.Errorf("conclusion: %q", c)
+	}
+}
+
+// TestChartTitle: race mode's chart says it shows the naive counter, so
+// it cannot be mistaken for the local-vs-shared chart.
+func TestChartTitle(t *testing.T) {
+	for _, tc := range []struct {
+		race        bool
+		title, want string
+	}{
+		{false, "ratewarden demo: local vs shared limiter", "1 replica behind a round-robin proxy, one client, limit 20/1m sliding_log"},
+		{true, "ratewarden demo --race: naive counter vs atomic script", "1 replica behind a round-robin proxy, one client, limit 20/1m sliding_log"},
+	} {
+		var doc svgDoc
+		if err := xml.Unmarshal(renderChart(&Report{Limit: tLimit, Replicas: 1, Requests: 1, Race: tc.race}, nil), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if len(doc.Texts) < 2 || doc.Texts[0] != tc.title || doc.Texts[1] != tc.want {
+			t.Errorf("race %v: title %q, want %q, %q", tc.race, doc.Texts[:min(2, len(doc.Texts))], tc.title, tc.want)
+		}
+	}
+	if DefaultChart(false) == DefaultChart(true) || filepath.Dir(DefaultChart(false)) != os.TempDir() {
+		t.Errorf("default charts %q, %q: want distinct files in %s", DefaultChart(false), DefaultChart(true), os.TempDir())
 	}
 }

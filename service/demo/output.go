@@ -16,12 +16,12 @@ import (
 const maxReplicaColumns = 6
 
 func printHeader(w io.Writer, cfg *Config, rep *Report) {
-	fmt.Fprintf(w, "ratewarden demo: one client, %d API replicas behind a round-robin proxy (all on 127.0.0.1)\n", cfg.Replicas)
-	fmt.Fprintf(w, "  limit:        %v  (the promise: at most %d requests per %s for this client)\n", cfg.Limit, cfg.Limit.Capacity(), periodOf(cfg.Limit))
-	fmt.Fprintf(w, "  traffic:      %d requests per run, %d in flight\n", cfg.Requests, cfg.Concurrency)
+	fmt.Fprintf(w, "ratewarden demo: one client, %s behind a round-robin proxy (all on 127.0.0.1)\n", plural(cfg.Replicas, "API replica", "API replicas"))
+	fmt.Fprintf(w, "  limit:        %v  (the promise: at most %s per %s for this client)\n", cfg.Limit, plural(int(cfg.Limit.Capacity()), "request", "requests"), periodOf(cfg.Limit))
+	fmt.Fprintf(w, "  traffic:      %s per run, %d in flight\n", plural(cfg.Requests, "request", "requests"), cfg.Concurrency)
 	fmt.Fprintf(w, "  shared state: %s\n", rep.Shared)
 	if cfg.Race {
-		fmt.Fprintf(w, "  race mode:    a naive GET, compare, SET counter (up to %d attempts) vs ratewarden's atomic script\n", cfg.RaceAttempts)
+		fmt.Fprintf(w, "  race mode:    a naive GET, compare, SET counter (up to %s) vs ratewarden's atomic script\n", plural(cfg.RaceAttempts, "attempt", "attempts"))
 	}
 	fmt.Fprintln(w)
 }
@@ -65,7 +65,11 @@ func printReport(w io.Writer, rep *Report) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, conclusion(rep))
 	if rep.Chart != "" {
-		fmt.Fprintf(w, "\nchart: %s (admitted requests as the run goes, both runs and the limit; open it in a browser)\n", rep.Chart)
+		runs := "both runs"
+		if rep.Race {
+			runs = "the last naive attempt, the atomic script"
+		}
+		fmt.Fprintf(w, "\nchart: %s (admitted requests as the run goes, %s and the limit; open it in a browser)\n", rep.Chart, runs)
 	}
 }
 
@@ -128,9 +132,9 @@ func conclusion(rep *Report) string {
 		return nil
 	}
 	if local, shared := find(RunLocal), find(RunShared); local != nil && shared != nil {
-		s := fmt.Sprintf("With a limiter in each replica's memory the client got %d requests through, not %d:\n"+
-			"each of the %d replicas counted only the requests the proxy happened to send it.\n",
-			local.Admitted, limit, rep.Replicas)
+		s := fmt.Sprintf("With a limiter in each replica's memory the client got %s through, not %d:\n"+
+			"%s counted only the requests the proxy happened to send it.\n",
+			plural(local.Admitted, "request", "requests"), limit, eachReplica(rep.Replicas))
 		if int64(shared.Admitted) == limit {
 			s += fmt.Sprintf("With one shared limiter it got exactly %d, however the proxy spread the requests.", limit)
 		} else {
@@ -149,9 +153,9 @@ func conclusion(rep *Report) string {
 			"writes overwrote each other. Redis' counter reads %d, yet %d requests passed.\n",
 			naive.Admitted, limit, naive.Attempt, naive.Counter, naive.Admitted)
 	} else {
-		s = fmt.Sprintf("The race did not show this time: in %d attempts the naive counter admitted exactly %d.\n"+
+		s = fmt.Sprintf("The race did not show this time: in %s the naive counter admitted exactly %d.\n"+
 			"It is still there; more requests in flight make it likely (try --concurrency %d).\n",
-			naive.Attempt, naive.Admitted, max(64, 4*rep.Concurrency))
+			plural(naive.Attempt, "attempt", "attempts"), naive.Admitted, max(64, 4*rep.Concurrency))
 	}
 	if int64(atomic.Admitted) == limit {
 		s += fmt.Sprintf("The atomic script (one Lua call per check) admitted exactly %d.", limit)
@@ -222,4 +226,20 @@ func (p *progressBar) stop() {
 func periodOf(l ratewarden.Limit) string {
 	_, p, _ := strings.Cut(strings.Fields(l.String())[0], "/")
 	return p
+}
+
+// plural is "1 replica" or "3 replicas": n with the word for its number.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// eachReplica starts the sentence on what each local limiter counted.
+func eachReplica(n int) string {
+	if n == 1 {
+		return "its one replica"
+	}
+	return "each of the " + strconv.Itoa(n) + " replicas"
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,16 +14,21 @@ import (
 	"github.com/ratewarden/ratewarden/service/server"
 )
 
-// Exit codes of check: 0 allowed, 1 error, 2 usage, 3 over the limit.
-const exitDenied = 3
+const checkHead = `usage: ratewarden check [flags] KEY
+
+Asks a running ratewarden server for a decision on KEY (taking --cost
+units of --policy or --limit) and prints the server's JSON answer.
+--peek asks without consuming, --reset resets the key.
+`
+
+const checkExits = `  0  allowed (--reset: the key was reset)
+  1  error: the server could not be reached, or refused the request
+  2  usage error
+  3  over the limit
+`
 
 func check(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: ratewarden check [flags] KEY\n\nAsks a running server; exit 0 allowed, 3 over the limit, 1 error.\n\n")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("check", checkHead, checkExits)
 	addr := envFlag(fs, getenv, "server", "RATEWARDEN_SERVER", "http://127.0.0.1:8080", "server base URL")
 	token := envFlag(fs, getenv, "api-token", "RATEWARDEN_API_TOKEN", "", "bearer token")
 	policy := fs.String("policy", "", "policy name from the server's config")
@@ -34,17 +37,14 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	peek := fs.Bool("peek", false, "report the decision without consuming")
 	reset := fs.Bool("reset", false, "reset the key's state instead of checking")
 	timeout := fs.Duration("timeout", 5*time.Second, "request timeout")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	pos, code, done := parseCommand(fs, args, stdout, stderr)
+	if done {
+		return code
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return 2
+	if len(pos) != 1 {
+		return usageError(stderr, "check", "want one KEY, got %s", plural(len(pos), "argument", "arguments"))
 	}
-	key := fs.Arg(0)
+	key := pos[0]
 	path, body := "/v1/check", any(server.CheckRequest{Key: key, Policy: *policy, Limit: *limit, Cost: cost})
 	switch {
 	case *reset:
@@ -57,7 +57,7 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(*addr, "/")+path, bytes.NewReader(b))
 	if err != nil {
-		fmt.Fprintf(stderr, "check: %v\n", err)
+		fmt.Fprintf(stderr, "ratewarden check: %v\n", err)
 		return 1
 	}
 	req.Header.Set("Content-Type", "application/json")
@@ -66,17 +66,17 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		fmt.Fprintf(stderr, "check: %v\n", err)
+		fmt.Fprintf(stderr, "ratewarden check: %v\n", err)
 		return 1
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		fmt.Fprintf(stderr, "check: reading the answer: %v\n", err)
+		fmt.Fprintf(stderr, "ratewarden check: reading the answer: %v\n", err)
 		return 1
 	}
 	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(stderr, "check: %s: %s", resp.Status, out)
+		fmt.Fprintf(stderr, "ratewarden check: %s: %s", resp.Status, out)
 		return 1
 	}
 	_, _ = stdout.Write(out)
@@ -85,7 +85,7 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	var d server.Decision
 	if err := json.Unmarshal(out, &d); err != nil {
-		fmt.Fprintf(stderr, "check: decoding the answer: %v\n", err)
+		fmt.Fprintf(stderr, "ratewarden check: decoding the answer: %v\n", err)
 		return 1
 	}
 	if !d.Allowed {
@@ -94,10 +94,46 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	return 0
 }
 
-func validate(paths []string, stdout, stderr io.Writer) int {
+const configHead = `usage: ratewarden config <command> [arguments]
+
+Works with config files of "ratewarden serve --config".
+
+commands:
+  validate [flags] PATH...    validate config files or directories
+`
+
+// configCmd runs "ratewarden config": today only "config validate".
+func configCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("config", configHead, "  0  valid\n  1  invalid, or a file could not be read\n  2  usage error\n")
+	if len(args) > 0 && args[0] == "validate" {
+		return validate(args[1:], stdout, stderr)
+	}
+	pos, code, done := parseCommand(fs, args, stdout, stderr)
+	switch {
+	case done:
+		return code
+	case len(pos) == 0:
+		return usageError(stderr, "config", "want a command: validate")
+	}
+	return usageError(stderr, "config", "unknown command %q; want validate", pos[0])
+}
+
+const validateHead = `usage: ratewarden config validate [flags] PATH...
+
+Reads the config files and directories (every *.yaml and *.yml file in
+them) as "ratewarden serve --config" would, and prints every problem with
+its file and line, or one line saying what is configured:
+  OK: 3 policies, 2 domains in a.yaml, b.yaml
+`
+
+func validate(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("config validate", validateHead, "  0  valid\n  1  invalid, or a file could not be read\n  2  usage error\n")
+	paths, code, done := parseCommand(fs, args, stdout, stderr)
+	if done {
+		return code
+	}
 	if len(paths) == 0 {
-		fmt.Fprint(stderr, "usage: ratewarden config validate PATH...\n")
-		return 2
+		return usageError(stderr, "config validate", "want at least one PATH")
 	}
 	cfg, err := config.Load(paths...)
 	if err != nil {
@@ -105,12 +141,13 @@ func validate(paths []string, stdout, stderr io.Writer) int {
 			for _, p := range ps {
 				fmt.Fprintln(stdout, p)
 			}
-			fmt.Fprintf(stderr, "%d problem(s)\n", len(ps))
+			fmt.Fprintln(stderr, plural(len(ps), "problem", "problems"))
 		} else {
-			fmt.Fprintln(stderr, err)
+			fmt.Fprintf(stderr, "ratewarden config validate: %v\n", err)
 		}
-		return 1
+		return exitError
 	}
-	fmt.Fprintf(stdout, "OK: %d policies, %d domains in %s\n", len(cfg.Policies), len(cfg.Domains), strings.Join(cfg.Files, ", "))
-	return 0
+	fmt.Fprintf(stdout, "OK: %s, %s in %s\n", plural(len(cfg.Policies), "policy", "policies"),
+		plural(len(cfg.Domains), "domain", "domains"), strings.Join(cfg.Files, ", "))
+	return exitOK
 }

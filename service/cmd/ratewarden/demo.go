@@ -13,57 +13,65 @@ import (
 	"github.com/ratewarden/ratewarden/service/demo"
 )
 
-// demoCmd runs `ratewarden demo`. isTerminal reports whether stderr is a
-// terminal, for the progress bar.
-func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer, isTerminal bool) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: ratewarden demo [flags]
+const demoHead = `usage: ratewarden demo [flags]
 
 Starts API replicas behind a round-robin proxy on 127.0.0.1 and sends one
 client's traffic twice: with a limiter in each replica's memory, then with
 one shared limiter (a redis-server it starts, --redis, or else an
 in-process ratewarden server). --race shows a naive GET-then-SET counter
-next to the atomic script instead. Everything it starts is stopped when it
-ends, also on Ctrl-C.
+next to the atomic script instead. It prints a report on stdout and writes
+an SVG chart (--chart). Everything it starts is stopped when it ends, also
+on Ctrl-C.
+`
 
-`)
-		fs.PrintDefaults()
-	}
-	replicas := fs.Int("replicas", demo.DefaultReplicas, "API replicas behind the proxy")
+const demoExits = `  0  done
+  1  failed (e.g. --race without Redis, the chart not written) or interrupted
+  2  usage error, or a flag value out of range
+`
+
+// demoRange is a numeric flag of demo and its allowed values.
+type demoRange struct {
+	name     string
+	v        *int
+	min, max int
+}
+
+// demoCmd runs "ratewarden demo". isTerminal reports whether stderr is a
+// terminal, for the progress bar.
+func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer, isTerminal bool) int {
+	fs := newFlagSet("demo", demoHead, demoExits)
+	replicas := fs.Int("replicas", demo.DefaultReplicas, fmt.Sprintf("API replicas behind the proxy, 1 to %d", demo.MaxReplicas))
 	limitStr := fs.String("limit", "100/1m", `the client's limit, e.g. "100/1m" or "20/1m burst 20 token_bucket"`)
 	algorithm := fs.String("algorithm", "", "token_bucket, fixed_window, sliding_window or sliding_log (default: the one in --limit, else sliding_log, which is exact and has no window boundary)")
-	requests := fs.Int("requests", demo.DefaultRequests, "requests per run")
-	concurrency := fs.Int("concurrency", demo.DefaultConcurrency, "requests in flight")
+	requests := fs.Int("requests", demo.DefaultRequests, fmt.Sprintf("requests per run, 1 to %d", demo.MaxRequests))
+	concurrency := fs.Int("concurrency", demo.DefaultConcurrency, fmt.Sprintf("requests in flight, 1 to %d", demo.MaxConcurrency))
 	redisURL := fs.String("redis", "", "use this Redis (redis://host:port) instead of starting redis-server")
-	race := fs.Bool("race", false, "show the race of a naive GET-then-SET counter next to the atomic script (needs Redis)")
-	attempts := fs.Int("race-attempts", demo.DefaultRaceAttempts, "naive runs at most, in --race mode, until one shows the race")
-	chart := fs.String("chart", demo.DefaultChart, `SVG chart to write ("" for none)`)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	race := fs.Bool("race", false, "show the race of a naive GET-then-SET counter next to the atomic script (needs Redis: redis-server on PATH, or --redis)")
+	attempts := fs.Int("race-attempts", demo.DefaultRaceAttempts, fmt.Sprintf("naive runs at most, in --race mode, until one shows the race, 1 to %d", demo.MaxRaceAttempts))
+	chart := fs.String("chart", "", fmt.Sprintf(`SVG chart to write; "" writes none (default %s, with --race %s)`, demo.DefaultChart(false), demo.DefaultChart(true)))
+	pos, code, done := parseCommand(fs, args, stdout, stderr)
+	if done {
+		return code
 	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "demo: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
+	if len(pos) != 0 {
+		return usageError(stderr, "demo", "unexpected arguments %q", pos)
 	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"replicas", *replicas}, {"requests", *requests}, {"concurrency", *concurrency}, {"race-attempts", *attempts}} {
-		if f.v < 1 {
-			fmt.Fprintf(stderr, "demo: --%s must be at least 1, got %d\n", f.name, f.v)
-			return 2
+	for _, r := range []demoRange{
+		{"replicas", replicas, 1, demo.MaxReplicas},
+		{"requests", requests, 1, demo.MaxRequests},
+		{"concurrency", concurrency, 1, demo.MaxConcurrency},
+		{"race-attempts", attempts, 1, demo.MaxRaceAttempts},
+	} {
+		if *r.v < r.min || *r.v > r.max {
+			return usageError(stderr, "demo", "--%s must be between %d and %d, got %d", r.name, r.min, r.max, *r.v)
 		}
 	}
 	lim, err := demoLimit(*limitStr, *algorithm)
 	if err != nil {
-		fmt.Fprintf(stderr, "demo: %v\n", err)
-		return 2
+		return usageError(stderr, "demo", "%v", err)
+	}
+	if !flagGiven(fs, "chart") {
+		*chart = demo.DefaultChart(*race)
 	}
 	cfg := demo.Config{
 		Replicas:     *replicas,
@@ -79,18 +87,33 @@ ends, also on Ctrl-C.
 	if isTerminal {
 		cfg.Progress = stderr
 	}
-	if _, err := demo.Run(ctx, cfg); err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "demo: interrupted; everything it started is stopped")
-			return 1
-		}
-		fmt.Fprintf(stderr, "%v\n", err)
-		if errors.Is(err, ratewarden.ErrInvalidConfig) || errors.Is(err, ratewarden.ErrInvalidLimit) {
-			return 2
-		}
-		return 1
+	return demoRun(ctx, cfg, stderr)
+}
+
+// demoRun runs the demo and turns its error into words and an exit status.
+func demoRun(ctx context.Context, cfg demo.Config, stderr io.Writer) int {
+	_, err := demo.Run(ctx, cfg)
+	switch {
+	case err == nil:
+		return exitOK
+	case ctx.Err() != nil:
+		fmt.Fprintln(stderr, "ratewarden demo: interrupted; everything it started is stopped")
+		return exitError
+	case errors.Is(err, demo.ErrNeedsRedis):
+		fmt.Fprintln(stderr, "ratewarden demo: --race needs Redis: give --redis URL, or install redis-server (on PATH) for the demo to start")
+		return exitError
+	case errors.Is(err, ratewarden.ErrInvalidConfig) || errors.Is(err, ratewarden.ErrInvalidLimit):
+		return usageError(stderr, "demo", "%s", strings.TrimPrefix(err.Error(), "demo: "))
 	}
-	return 0
+	fmt.Fprintf(stderr, "ratewarden demo: %s\n", strings.TrimPrefix(err.Error(), "demo: "))
+	return exitError
+}
+
+// flagGiven reports whether the flag name was given on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // demoLimit parses --limit with --algorithm: given alone, --algorithm

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -35,126 +34,191 @@ func envFlag(fs *flag.FlagSet, getenv func(string) string, name, env, def, help 
 	return fs.String(name, def, help+" ($"+env+")")
 }
 
-func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	httpAddr := envFlag(fs, getenv, "http-addr", "RATEWARDEN_HTTP_ADDR", ":8080", "HTTP API, metrics and health address")
-	grpcAddr := envFlag(fs, getenv, "grpc-addr", "RATEWARDEN_GRPC_ADDR", ":8081", "gRPC (Envoy rate limit service, health) address")
-	cfgPaths := envFlag(fs, getenv, "config", "RATEWARDEN_CONFIG", "", "config files or directories, comma-separated (default: built-in, one policy)")
-	redisURL := envFlag(fs, getenv, "redis", "RATEWARDEN_REDIS_URL", "", "Redis URL (redis://, rediss://, ?addr= for Cluster, ?master_set= for Sentinel); empty: in-memory, single node")
-	token := envFlag(fs, getenv, "api-token", "RATEWARDEN_API_TOKEN", "", "bearer token required by the /v1 HTTP API (prefer the environment variable)")
-	failure := envFlag(fs, getenv, "failure-policy", "RATEWARDEN_FAILURE_POLICY", string(config.LocalFallback), "failure policy of limits whose config names none: fail_open, fail_closed, local_fallback")
-	replicas := envFlag(fs, getenv, "replicas", "RATEWARDEN_REPLICAS", "1", "number of service replicas sharing the limits (local_fallback's share)")
-	redisTimeout := envFlag(fs, getenv, "redis-timeout", "RATEWARDEN_REDIS_TIMEOUT", "50ms", "deadline of each Redis call before the failure policy answers")
-	reload := envFlag(fs, getenv, "reload-interval", "RATEWARDEN_RELOAD_INTERVAL", "1s", "how often config files are checked for changes (0: only on SIGHUP)")
-	grace := envFlag(fs, getenv, "shutdown-grace", "RATEWARDEN_SHUTDOWN_GRACE", "10s", "time requests in flight get to finish on SIGTERM")
-	logLevel := envFlag(fs, getenv, "log-level", "RATEWARDEN_LOG_LEVEL", "info", "debug, info, warn or error")
-	logFormat := envFlag(fs, getenv, "log-format", "RATEWARDEN_LOG_FORMAT", "text", "text or json")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "serve: unexpected arguments %q\n", fs.Args())
-		return 2
-	}
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "ratewarden serve: "+format+"\n", a...)
-		return 1
-	}
+const serveHead = `usage: ratewarden serve [flags]
 
+Runs the HTTP API (/v1/check, /v1/peek, /v1/reset, metrics, health) and
+Envoy's gRPC rate limit service until SIGINT or SIGTERM; SIGHUP reloads
+the config files. Every flag has an environment variable, named in its
+help; a flag given on the command line wins.
+`
+
+const serveExits = `  0  stopped by SIGINT or SIGTERM after a clean shutdown
+  1  error: bad flag value or config, Redis unreachable, address in use, unclean shutdown
+  2  usage error
+`
+
+// serveFlags are the values of serve's flags, as given.
+type serveFlags struct {
+	httpAddr, grpcAddr, cfgPaths, redisURL, token, failure, replicas *string
+	redisTimeout, reload, grace, logLevel, logFormat                 *string
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	fs := newFlagSet("serve", serveHead, serveExits)
+	f := serveFlags{
+		httpAddr:     envFlag(fs, getenv, "http-addr", "RATEWARDEN_HTTP_ADDR", ":8080", "HTTP API, metrics and health address"),
+		grpcAddr:     envFlag(fs, getenv, "grpc-addr", "RATEWARDEN_GRPC_ADDR", ":8081", "gRPC (Envoy rate limit service, health) address"),
+		cfgPaths:     envFlag(fs, getenv, "config", "RATEWARDEN_CONFIG", "", "config files or directories, comma-separated (default: built-in, one policy)"),
+		redisURL:     envFlag(fs, getenv, "redis", "RATEWARDEN_REDIS_URL", "", "Redis URL (redis://, rediss://, ?addr= for Cluster, ?master_set= for Sentinel); empty: in-memory, single node"),
+		token:        envFlag(fs, getenv, "api-token", "RATEWARDEN_API_TOKEN", "", "bearer token required by the /v1 HTTP API (prefer the environment variable)"),
+		failure:      envFlag(fs, getenv, "failure-policy", "RATEWARDEN_FAILURE_POLICY", string(config.LocalFallback), "failure policy of limits whose config names none: fail_open, fail_closed, local_fallback"),
+		replicas:     envFlag(fs, getenv, "replicas", "RATEWARDEN_REPLICAS", "1", "number of service replicas sharing the limits (local_fallback's share)"),
+		redisTimeout: envFlag(fs, getenv, "redis-timeout", "RATEWARDEN_REDIS_TIMEOUT", "50ms", "deadline of each Redis call before the failure policy answers"),
+		reload:       envFlag(fs, getenv, "reload-interval", "RATEWARDEN_RELOAD_INTERVAL", "1s", "how often config files are checked for changes (0: only on SIGHUP)"),
+		grace:        envFlag(fs, getenv, "shutdown-grace", "RATEWARDEN_SHUTDOWN_GRACE", "10s", "time requests in flight get to finish on SIGTERM"),
+		logLevel:     envFlag(fs, getenv, "log-level", "RATEWARDEN_LOG_LEVEL", "info", "debug, info, warn or error"),
+		logFormat:    envFlag(fs, getenv, "log-format", "RATEWARDEN_LOG_FORMAT", "text", "text or json"),
+	}
+	pos, code, done := parseCommand(fs, args, stdout, stderr)
+	if done {
+		return code
+	}
+	if len(pos) > 0 {
+		return usageError(stderr, "serve", "unexpected arguments %q", pos)
+	}
+	if err := runService(ctx, f, stderr); err != nil {
+		fmt.Fprintf(stderr, "ratewarden serve: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// serveSettings are serve's flags, checked and parsed.
+type serveSettings struct {
+	log                  *slog.Logger
+	failure              config.FailurePolicy
+	replicas             int
+	redisTimeout, reload time.Duration
+	grace                time.Duration
+}
+
+func (f serveFlags) parse(stderr io.Writer) (serveSettings, error) {
+	var st serveSettings
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fail("--log-level %q: want debug, info, warn or error", *logLevel)
+	if err := level.UnmarshalText([]byte(*f.logLevel)); err != nil {
+		return st, fmt.Errorf("--log-level %q: want debug, info, warn or error", *f.logLevel)
 	}
 	hopts := &slog.HandlerOptions{Level: level}
-	var log *slog.Logger
-	switch *logFormat {
+	switch *f.logFormat {
 	case "text":
-		log = slog.New(slog.NewTextHandler(stderr, hopts))
+		st.log = slog.New(slog.NewTextHandler(stderr, hopts))
 	case "json":
-		log = slog.New(slog.NewJSONHandler(stderr, hopts))
+		st.log = slog.New(slog.NewJSONHandler(stderr, hopts))
 	default:
-		return fail("--log-format %q: want text or json", *logFormat)
+		return st, fmt.Errorf("--log-format %q: want text or json", *f.logFormat)
 	}
-	fp, err := config.ParseFailurePolicy(*failure)
-	if err != nil {
-		return fail("--failure-policy: %v", err)
+	var err error
+	if st.failure, err = config.ParseFailurePolicy(*f.failure); err != nil {
+		return st, fmt.Errorf("--failure-policy: %w", err)
 	}
-	nrep, err := strconv.Atoi(*replicas)
-	if err != nil || nrep < 1 {
-		return fail("--replicas %q: want a whole number >= 1", *replicas)
+	if st.replicas, err = strconv.Atoi(*f.replicas); err != nil || st.replicas < 1 {
+		return st, fmt.Errorf("--replicas %q: want a whole number >= 1", *f.replicas)
 	}
-	durs := map[string]*string{"--redis-timeout": redisTimeout, "--reload-interval": reload, "--shutdown-grace": grace}
-	parsed := map[string]time.Duration{}
-	for name, v := range durs {
-		d, err := time.ParseDuration(*v)
+	for _, d := range []struct {
+		name string
+		v    *string
+		to   *time.Duration
+	}{{"--redis-timeout", f.redisTimeout, &st.redisTimeout}, {"--reload-interval", f.reload, &st.reload}, {"--shutdown-grace", f.grace, &st.grace}} {
+		v, err := time.ParseDuration(*d.v)
 		switch {
-		case name == "--redis-timeout" && (err != nil || d <= 0):
+		case d.name == "--redis-timeout" && (err != nil || v <= 0):
 			// 0 would make every Redis call fail at once.
-			return fail("%s %q: want a duration > 0 such as 50ms, 1s", name, *v)
-		case err != nil || d < 0:
-			return fail("%s %q: want a duration such as 50ms, 1s", name, *v)
+			return st, fmt.Errorf("%s %q: want a duration > 0 such as 50ms, 1s", d.name, *d.v)
+		case err != nil || v < 0:
+			return st, fmt.Errorf("%s %q: want a duration such as 50ms, 1s", d.name, *d.v)
 		}
-		parsed[name] = d
+		*d.to = v
 	}
+	return st, nil
+}
 
+// runService starts the service and serves until ctx is done. The words
+// on what it decides with (memory or Redis) come once it listens, never
+// before a startup error.
+func runService(ctx context.Context, f serveFlags, stderr io.Writer) error {
+	st, err := f.parse(stderr)
+	if err != nil {
+		return err
+	}
+	log := st.log
 	opts := []server.Option{
 		server.WithLogger(log),
-		server.WithAPIToken(*token),
-		server.WithDefaultFailure(fp),
-		server.WithReloadInterval(parsed["--reload-interval"]),
+		server.WithAPIToken(*f.token),
+		server.WithDefaultFailure(st.failure),
+		server.WithReloadInterval(st.reload),
 	}
-	if *cfgPaths == "" {
-		cfg, err := config.Parse("built-in default config", defaultConfig)
-		if err != nil {
-			return fail("%v", err)
+	var builtin *config.Config // without --config
+	if *f.cfgPaths == "" {
+		if builtin, err = config.Parse("built-in default config", defaultConfig); err != nil {
+			return err
 		}
-		log.Info("no --config given: using the built-in default config", "policies", len(cfg.Policies))
-		opts = append(opts, server.WithConfig(cfg))
+		opts = append(opts, server.WithConfig(builtin))
 	} else {
-		opts = append(opts, server.WithConfigPaths(strings.Split(*cfgPaths, ",")...))
+		opts = append(opts, server.WithConfigPaths(strings.Split(*f.cfgPaths, ",")...))
 	}
-
-	var be server.Backend
-	if *redisURL == "" {
-		m, err := backend.NewMemory()
-		if err != nil {
-			return fail("%v", err)
-		}
-		defer m.Close()
-		be = m
-		log.Warn("no Redis configured (--redis / RATEWARDEN_REDIS_URL): deciding in memory on this node only; limits are per process, not shared")
-	} else {
-		r, err := backend.NewRedis(*redisURL,
-			backend.WithTimeout(parsed["--redis-timeout"]),
-			backend.WithReplicas(nrep),
-			backend.WithLogger(log))
-		if err != nil {
-			return fail("%v", err)
-		}
-		defer r.Close()
-		be = r
-		log.Info("deciding on Redis", "url", backend.RedactURL(*redisURL), "default_failure_policy", fp, "replicas", nrep)
+	be, closeBackend, err := newBackend(*f.redisURL, st)
+	if err != nil {
+		return err
 	}
-
+	defer closeBackend()
 	srv, err := server.New(be, opts...)
 	if err != nil {
-		return fail("%v", err)
+		return err
 	}
-	// SIGHUP reloads (and must not kill the process, its default action).
+	stopHUP := reloadOnHUP(srv, log, builtin != nil)
+	defer stopHUP()
+	if err := srv.Start(*f.httpAddr, *f.grpcAddr); err != nil {
+		return err
+	}
+	if builtin != nil {
+		log.Info("no --config given: using the built-in default config", "policies", len(builtin.Policies))
+	}
+	if *f.redisURL == "" {
+		log.Warn("no Redis configured (--redis / RATEWARDEN_REDIS_URL): deciding in memory on this node only; limits are per process, not shared")
+	} else {
+		log.Info("deciding on Redis", "url", backend.RedactURL(*f.redisURL), "default_failure_policy", st.failure, "replicas", st.replicas)
+	}
+	<-ctx.Done()
+	log.Info("shutting down", "grace", st.grace)
+	sctx, cancel := context.WithTimeout(context.Background(), st.grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// newBackend is the in-memory backend without a Redis URL, else Redis.
+func newBackend(redisURL string, st serveSettings) (server.Backend, func(), error) {
+	if redisURL == "" {
+		m, err := backend.NewMemory()
+		if err != nil {
+			return nil, nil, err
+		}
+		return m, func() { _ = m.Close() }, nil
+	}
+	r, err := backend.NewRedis(redisURL,
+		backend.WithTimeout(st.redisTimeout),
+		backend.WithReplicas(st.replicas),
+		backend.WithLogger(st.log))
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, func() { _ = r.Close() }, nil
+}
+
+// reloadOnHUP reloads srv's config on SIGHUP (which must not kill the
+// process, its default action) until the returned function is called.
+func reloadOnHUP(srv *server.Server, log *slog.Logger, builtin bool) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	done := make(chan struct{})
-	defer close(done)
 	go func() {
 		for {
 			select {
 			case <-hup:
-				if *cfgPaths == "" {
+				if builtin {
 					log.Warn("SIGHUP: nothing to reload; the built-in config is in use (give --config)")
 					continue
 				}
@@ -165,9 +229,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 			}
 		}
 	}()
-	if err := srv.Run(ctx, *httpAddr, *grpcAddr, parsed["--shutdown-grace"]); err != nil {
-		return fail("%v", err)
+	return func() {
+		signal.Stop(hup)
+		close(done)
 	}
-	log.Info("stopped")
-	return 0
 }
