@@ -31,7 +31,7 @@ type call struct {
 // ErrInvalidConfig rather than failing on the first check.
 func New(store Store, opts ...Option) (*Limiter, error) {
 	if nilcheck.Is(store) {
-		return nil, fmt.Errorf("%w: store is %s; check the error of the store's constructor", ErrInvalidConfig, nilcheck.Describe(store))
+		return nil, fmt.Errorf("%w: store must not be nil%s", ErrInvalidConfig, nilcheck.Describe(store))
 	}
 	l := &Limiter{store: store}
 	for _, o := range opts {

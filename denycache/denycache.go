@@ -138,7 +138,7 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.clock =
 // New returns a Store remembering the denials of inner.
 func New(inner ratewarden.Store, opts ...Option) (*Store, error) {
 	if nilcheck.Is(inner) {
-		return nil, fmt.Errorf("denycache: inner store is %s: %w", nilcheck.Describe(inner), ratewarden.ErrInvalidConfig)
+		return nil, fmt.Errorf("denycache: inner store must not be nil%s: %w", nilcheck.Describe(inner), ratewarden.ErrInvalidConfig)
 	}
 	c := config{maxEntries: DefaultMaxEntries, clock: time.Now}
 	for _, o := range opts {

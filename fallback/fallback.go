@@ -108,7 +108,7 @@ type Store struct {
 // New returns a Store deciding on primary, configured by opts.
 func New(primary ratewarden.Store, opts ...Option) (*Store, error) {
 	if nilcheck.Is(primary) {
-		return nil, fmt.Errorf("fallback: primary store is %s: %w", nilcheck.Describe(primary), ratewarden.ErrInvalidConfig)
+		return nil, fmt.Errorf("fallback: primary store must not be nil%s: %w", nilcheck.Describe(primary), ratewarden.ErrInvalidConfig)
 	}
 	cfg, err := newConfig(opts)
 	if err != nil {

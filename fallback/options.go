@@ -273,7 +273,7 @@ func WithOnDegraded(fn func(p Policy, cause error)) Option {
 func WithLocalStore(st ratewarden.Store) Option {
 	return func(c *config) {
 		if nilcheck.Is(st) {
-			c.fail("local store is %s", nilcheck.Describe(st))
+			c.fail("local store must not be nil%s", nilcheck.Describe(st))
 			return
 		}
 		c.local = st

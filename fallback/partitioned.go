@@ -33,7 +33,7 @@ type Partitioned struct {
 func NewPartitioned(primary ratewarden.Store, n int, partition func(key string) int, opts ...Option) (*Partitioned, error) {
 	switch {
 	case nilcheck.Is(primary):
-		return nil, fmt.Errorf("fallback: primary store is %s: %w", nilcheck.Describe(primary), ratewarden.ErrInvalidConfig)
+		return nil, fmt.Errorf("fallback: primary store must not be nil%s: %w", nilcheck.Describe(primary), ratewarden.ErrInvalidConfig)
 	case n < 1:
 		return nil, fmt.Errorf("fallback: partitions must be >= 1, got %d: %w", n, ratewarden.ErrInvalidConfig)
 	case partition == nil:

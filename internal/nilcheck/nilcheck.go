@@ -23,11 +23,13 @@ func Is(v any) bool {
 	return false
 }
 
-// Describe names what Is found, for an error message: "nil" for a nil
-// interface, "a nil *pkg.T" for a typed nil.
+// Describe is the end of a "must not be nil" message for v: nothing for
+// a nil interface, and for a typed nil the type and where it likely came
+// from, e.g. " (got a nil *redisstore.Store: check the error of the
+// constructor that returned it)".
 func Describe(v any) string {
 	if v == nil {
-		return "nil"
+		return ""
 	}
-	return fmt.Sprintf("a nil %T", v)
+	return fmt.Sprintf(" (got a nil %T: check the error of the constructor that returned it)", v)
 }

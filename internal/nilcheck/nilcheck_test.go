@@ -46,10 +46,10 @@ func TestIs(t *testing.T) {
 
 func TestDescribe(t *testing.T) {
 	var p *impl
-	if got := Describe(nil); got != "nil" {
+	if got := Describe(nil); got != "" {
 		t.Errorf("Describe(nil) = %q", got)
 	}
-	if got := Describe(io.Reader(p)); got != "a nil *nilcheck.impl" {
+	if got := Describe(io.Reader(p)); got != " (got a nil *nilcheck.impl: check the error of the constructor that returned it)" {
 		t.Errorf("Describe(typed nil) = %q", got)
 	}
 }

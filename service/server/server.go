@@ -177,7 +177,7 @@ func WithMaxBodyBytes(n int64) Option {
 // invalid.
 func New(backend Backend, opts ...Option) (*Server, error) {
 	if nilcheck.Is(backend) {
-		return nil, fmt.Errorf("server: backend is %s: %w", nilcheck.Describe(backend), ratewarden.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: server: nil backend%s", ratewarden.ErrInvalidConfig, nilcheck.Describe(backend))
 	}
 	s := &Server{
 		backend:        backend,
