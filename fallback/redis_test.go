@@ -5,6 +5,7 @@ package fallback
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strconv"
 	"sync"
@@ -21,22 +22,39 @@ import (
 const (
 	// latencyMargin is what a check may take beyond the timeout: scheduling
 	// of 64 goroutines on a busy 2-core machine under -race, not waiting on
-	// Redis (runs at load ~9 measured worst calls of 150-160 ms). Without the
-	// deadline a black-holed call waits for rueidis' 10 s write timeout, so
-	// the bound still separates the two by 40×.
-	latencyMargin = 200 * time.Millisecond
+	// Redis (runs at load ~9 measured worst calls of 150-160 ms; a margin
+	// this wide leaves room for far busier machines). Without the deadline a
+	// black-holed call waits for rueidis' 10 s write timeout, and a call to
+	// the slow Redis below for its slowDelay, so the bound still tells
+	// "deadline applied" from "no deadline".
+	latencyMargin = 2 * time.Second
 	workers       = 64
+	// slowDelay is how late the slow Redis answers: far past the timeout
+	// (50 ms) plus any lateness of its timer on a busy machine, so a call
+	// to it always times out, and past the latency bound, so a call that
+	// waited for the answer fails the bound.
+	slowDelay = 5 * time.Second
+	// waitCap caps the waits for a state the test brings about (the
+	// breaker opening, traffic reaching Redis): far above what they take.
+	waitCap = 30 * time.Second
+	// healthyTimeout replaces the 50 ms default where a test needs every
+	// call to a healthy Redis to succeed: on a busy machine a healthy call
+	// can take longer than 50 ms, and would then be degraded.
+	healthyTimeout = 10 * time.Second
 )
 
-// countingStore counts the calls that reach the primary: while the breaker
-// is open there must be none.
+// countingStore counts the calls that reach the primary (while the breaker
+// is open there must be none) and those still in flight.
 type countingStore struct {
 	ratewarden.Store
-	calls atomic.Int64
+	calls    atomic.Int64
+	inFlight atomic.Int64
 }
 
 func (c *countingStore) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
 	c.calls.Add(1)
+	c.inFlight.Add(1)
+	defer c.inFlight.Add(-1)
 	return c.Store.Check(ctx, req, res)
 }
 
@@ -140,7 +158,37 @@ func (tr *traffic) finish(t *testing.T, bound time.Duration) {
 		t.Errorf("invalid result: %+v", *r)
 	}
 	if max > bound {
-		t.Errorf("max latency %v, want <= %v", max, bound)
+		t.Errorf("max latency %v, want <= %v (the timeout plus a wide margin for a busy machine: the deadline was not applied)", max, bound)
+	}
+}
+
+// waitCalls waits until the traffic has made n more calls than it had at
+// the start, for at most d.
+func (tr *traffic) waitCalls(t *testing.T, n int64, d time.Duration) {
+	t.Helper()
+	from := tr.calls.Load()
+	waitFor(t, d, func() string {
+		if got := tr.calls.Load() - from; got < n {
+			return fmt.Sprintf("traffic made %d of %d calls", got, n)
+		}
+		return ""
+	})
+}
+
+// waitFor polls until cond returns "", for at most d; then it fails the
+// test with what cond last said.
+func waitFor(t *testing.T, d time.Duration, cond func() string) {
+	t.Helper()
+	start := time.Now()
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Since(start) > d {
+			t.Fatalf("still after %v: %s", d, msg)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 
@@ -200,9 +248,17 @@ var (
 	fixedLimit   = ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 5, Period: time.Hour}
 )
 
-// recoveryBound is the promise of the package doc: 2 × the probe interval
-// + the timeout, plus the scheduling margin.
-func recoveryBound() time.Duration { return 2*DefaultProbeInterval + DefaultTimeout + latencyMargin }
+// recoveryBound is the promise of the package doc, 2 × the probe interval
+// + the timeout, plus a wide margin: on a busy machine the probe, the
+// calls and this test's polling are all late.
+func recoveryBound(probeInterval time.Duration) time.Duration {
+	return 2*probeInterval + DefaultTimeout + 5*latencyMargin
+}
+
+// killedProbeInterval is TestRedisKilled's probe interval: the test checks
+// that nothing reaches Redis for a while after the breaker opened, and must
+// be done before the first probe however late it sees the breaker open.
+const killedProbeInterval = 3 * time.Second
 
 // Acceptance 1, 3, 4 and 6: Redis killed under 64 goroutines, then
 // restarted empty (no data, no scripts).
@@ -211,37 +267,45 @@ func TestRedisKilled(t *testing.T) {
 		t.Run(p.String(), func(t *testing.T) {
 			srv := testredis.Start(t)
 			proxy := testredis.NewProxy(t, srv.Addr)
-			rp := newReplica(t, proxy.Addr, WithPolicy(p))
+			rp := newReplica(t, proxy.Addr, WithPolicy(p), WithProbeInterval(killedProbeInterval))
 			for i := range 3 { // state in Redis before the crash
-				mustCheck(t, rp.fb, "fixed", fixedLimit, 1)
+				mustCheck(t, rp.primary, "fixed", fixedLimit, 1)
 				_ = i
 			}
 
 			tr := startTraffic(rp.fb, workers, trafficLimit, policyResult(p))
-			time.Sleep(200 * time.Millisecond)
-			if n := tr.bySource[ratewarden.SourceStore].Load(); n == 0 {
-				t.Fatal("no decision from Redis before the kill")
-			}
-			killed := time.Now()
+			waitFor(t, waitCap, func() string {
+				if tr.bySource[ratewarden.SourceStore].Load() == 0 {
+					return fmt.Sprintf("no decision from Redis before the kill (%d calls)", tr.calls.Load())
+				}
+				return ""
+			})
+			killed := time.Now() // the breaker opens after this, so probes come after killed + the probe interval
 			srv.Kill()
-			opened := waitState(t, rp.fb, StateOpen, 2*time.Second)
+			opened := waitState(t, rp.fb, StateOpen, waitCap)
 			t.Logf("breaker open %v after the kill began (%v after Redis stopped answering)", time.Since(killed), opened)
 
 			// Open: nothing reaches the primary or the network. (Calls in
 			// flight at the kill may still be on their way out; rueidis
 			// finishes them within its own timeouts.)
-			time.Sleep(150 * time.Millisecond)
+			waitFor(t, waitCap, func() string {
+				if n := rp.primary.inFlight.Load(); n > 0 {
+					return fmt.Sprintf("%d calls to the primary still in flight after the breaker opened", n)
+				}
+				return ""
+			})
 			calls, net := rp.primary.calls.Load(), proxy.Stats()
-			before := tr.calls.Load()
-			time.Sleep(600 * time.Millisecond) // 750ms after opening: < the 1s probe interval
+			// The traffic goes on without Redis: every worker gets answers.
+			tr.waitCalls(t, 4*workers, waitCap)
+			if time.Since(killed) >= killedProbeInterval {
+				t.Fatalf("the machine is too slow for this test: the open state was checked until %v after the kill, past the first probe at %v",
+					time.Since(killed), killedProbeInterval)
+			}
 			if got := rp.primary.calls.Load() - calls; got != 0 {
 				t.Errorf("%d calls reached the primary while the breaker was open", got)
 			}
 			if got := proxy.Stats(); got != net {
 				t.Errorf("network touched while open: proxy stats %+v, then %+v", net, got)
-			}
-			if tr.calls.Load()-before < 1000 {
-				t.Fatalf("only %d checks while open: traffic stalled", tr.calls.Load()-before)
 			}
 			if r := mustCheck(t, rp.fb, "probe", trafficLimit, 1); !r.Degraded() {
 				t.Fatalf("result while open: %+v, want degraded", r)
@@ -249,20 +313,19 @@ func TestRedisKilled(t *testing.T) {
 
 			// Redis comes back empty, the application keeps running.
 			srv.Restart(t)
-			took := waitStore(t, rp.fb, trafficLimit, recoveryBound())
-			t.Logf("decisions from Redis again %v after it came back (bound %v)", took, recoveryBound())
+			took := waitStore(t, rp.fb, trafficLimit, recoveryBound(killedProbeInterval))
+			t.Logf("decisions from Redis again %v after it came back (bound %v)", took, recoveryBound(killedProbeInterval))
 			if st := rp.fb.State(); st != StateClosed {
 				t.Fatalf("state after recovery = %v, want closed", st)
 			}
-			time.Sleep(100 * time.Millisecond) // traffic on the restarted Redis
+			tr.waitCalls(t, 4*workers, waitCap) // traffic on the restarted Redis
 			tr.finish(t, DefaultTimeout+latencyMargin)
 
 			// The limit restarts cleanly: Redis lost the 3 units. (Asked
-			// with the traffic stopped, so that a busy machine cannot time
-			// out these calls and trip the breaker again.)
-			waitStore(t, rp.fb, trafficLimit, recoveryBound())
+			// of the primary itself, without the 50 ms deadline that a
+			// healthy call may overrun on a busy machine.)
 			for i := range 6 {
-				r := mustCheck(t, rp.fb, "fixed", fixedLimit, 1)
+				r := mustCheck(t, rp.primary, "fixed", fixedLimit, 1)
 				if r.Source != ratewarden.SourceStore || r.Allowed != (i < 5) {
 					t.Fatalf("check %d after the restart: %+v, want the full limit of 5 from Redis", i, r)
 				}
@@ -275,19 +338,20 @@ func TestRedisKilled(t *testing.T) {
 // (SCRIPT FLUSH, FLUSHALL) without a restart. No error, no degraded answer.
 func TestRedisScriptCacheFlushed(t *testing.T) {
 	srv := testredis.Start(t)
-	rp := newReplica(t, srv.Addr, WithPolicy(FailClosed))
+	// No call may be degraded here, so no healthy call may time out.
+	rp := newReplica(t, srv.Addr, WithPolicy(FailClosed), WithTimeout(healthyTimeout))
 	for range 5 {
 		mustCheck(t, rp.fb, "fixed", fixedLimit, 1)
 	}
 	tr := startTraffic(rp.fb, 16, trafficLimit, func(r ratewarden.Result) bool { return r.Source == ratewarden.SourceStore })
-	time.Sleep(100 * time.Millisecond)
+	tr.waitCalls(t, 64, waitCap)
 	for _, cmd := range [][]string{{"SCRIPT", "FLUSH"}, {"FLUSHALL"}} {
 		if _, err := srv.Do(cmd...); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		tr.waitCalls(t, 64, waitCap) // traffic on the flushed Redis
 	}
-	tr.finish(t, DefaultTimeout+latencyMargin)
+	tr.finish(t, healthyTimeout+latencyMargin)
 	if r := mustCheck(t, rp.fb, "fixed", fixedLimit, 1); !r.Allowed || r.Source != ratewarden.SourceStore || r.Remaining != 4 {
 		t.Fatalf("after FLUSHALL: %+v, want a fresh limit from Redis", r)
 	}
@@ -303,7 +367,7 @@ func TestRedisBlackholed(t *testing.T) {
 	baseline := runtime.NumGoroutine()
 
 	tr := startTraffic(rp.fb, workers, trafficLimit, policyResult(LocalFallback))
-	time.Sleep(200 * time.Millisecond)
+	tr.waitCalls(t, workers, waitCap)
 	if err := proxy.Blackhole(); err != nil {
 		t.Fatal(err)
 	}
@@ -323,8 +387,13 @@ func TestRedisBlackholed(t *testing.T) {
 			}
 		}
 	}()
-	waitState(t, rp.fb, StateOpen, 2*time.Second)
-	time.Sleep(2 * DefaultTimeout) // the calls in flight time out
+	waitState(t, rp.fb, StateOpen, waitCap)
+	waitFor(t, waitCap, func() string { // the calls in flight time out
+		if n := rp.primary.inFlight.Load(); n > 0 {
+			return fmt.Sprintf("%d calls to the black hole still in flight after the breaker opened", n)
+		}
+		return ""
+	})
 	atOpen := int64(runtime.NumGoroutine())
 	// Three probe intervals: three half-open probes time out.
 	time.Sleep(3 * DefaultProbeInterval)
@@ -347,12 +416,12 @@ func TestRedisBlackholed(t *testing.T) {
 	if err := proxy.Pass(); err != nil {
 		t.Fatal(err)
 	}
-	took := waitStore(t, rp.fb, trafficLimit, recoveryBound())
-	t.Logf("decisions from Redis again %v after the network healed (bound %v)", took, recoveryBound())
+	took := waitStore(t, rp.fb, trafficLimit, recoveryBound(DefaultProbeInterval))
+	t.Logf("decisions from Redis again %v after the network healed (bound %v)", took, recoveryBound(DefaultProbeInterval))
 	tr.finish(t, DefaultTimeout+latencyMargin)
 }
 
-// Acceptance 7 and 6: Redis answers, but 200ms late. Calls return by the
+// Acceptance 7 and 6: Redis answers, but slowDelay late. Calls return by the
 // timeout with the policy's answer: FailClosed denies with a RetryAfter,
 // FailOpen allows, both flagged as degraded.
 func TestRedisSlow(t *testing.T) {
@@ -362,7 +431,7 @@ func TestRedisSlow(t *testing.T) {
 			proxy := testredis.NewProxy(t, srv.Addr)
 			rp := newReplica(t, proxy.Addr, WithPolicy(p))
 			mustCheck(t, rp.fb, "warm", trafficLimit, 1)
-			if err := proxy.Delay(200 * time.Millisecond); err != nil {
+			if err := proxy.Delay(slowDelay); err != nil {
 				t.Fatal(err)
 			}
 			tr := startTraffic(rp.fb, 8, trafficLimit, policyResult(p))
@@ -370,7 +439,7 @@ func TestRedisSlow(t *testing.T) {
 				start := time.Now()
 				r := mustCheck(t, rp.fb, "k", trafficLimit, 1)
 				if took := time.Since(start); took > DefaultTimeout+latencyMargin {
-					t.Fatalf("check %d on slow Redis took %v", i, took)
+					t.Fatalf("check %d on slow Redis took %v, want <= %v (the timeout plus a wide margin; Redis answers after %v)", i, took, DefaultTimeout+latencyMargin, slowDelay)
 				}
 				if !r.Degraded() || !policyResult(p)(r) {
 					t.Fatalf("check %d on slow Redis: %+v, want a degraded %v answer", i, r, p)
@@ -386,7 +455,7 @@ func TestRedisSlow(t *testing.T) {
 					}
 				}
 			}
-			waitState(t, rp.fb, StateOpen, time.Second)
+			waitState(t, rp.fb, StateOpen, waitCap)
 			tr.finish(t, DefaultTimeout+latencyMargin)
 		})
 	}
