@@ -2,6 +2,7 @@ package ratewarden
 
 import (
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -156,12 +157,20 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: burst must be <= %d, got %d", ErrInvalidLimit, int64(MaxRate), l.Burst)
 	case l.Algorithm == TokenBucket && l.Rate > l.Period.Microseconds():
 		return fmt.Errorf("%w: rate of a token_bucket limit must be at most one per microsecond, got %d per %v", ErrInvalidLimit, l.Rate, l.Period)
-	case l.Algorithm == TokenBucket && float64(l.Capacity())*float64(l.Period)/float64(l.Rate) > float64(MaxPeriod):
+	case l.Algorithm == TokenBucket && refillExceeds(l.Capacity(), l.Period, l.Rate, MaxPeriod):
 		// The refill time is the key's TTL; bounding it like a period keeps
 		// every instant exact in Lua's doubles.
 		return fmt.Errorf("%w: burst × period / rate of a token_bucket limit (the time to refill a full bucket) must be at most %v, got burst %d, %d per %v", ErrInvalidLimit, MaxPeriod, l.Capacity(), l.Rate, l.Period)
 	}
 	return nil
+}
+
+// refillExceeds reports whether capacity × period / rate > bound, exactly
+// (the product can exceed 64 bits).
+func refillExceeds(capacity int64, period time.Duration, rate int64, bound time.Duration) bool {
+	hi, lo := bits.Mul64(uint64(capacity), uint64(period))
+	bhi, blo := bits.Mul64(uint64(bound), uint64(rate))
+	return hi > bhi || (hi == bhi && lo > blo)
 }
 
 // Scope names the state a Limit keeps for a key: "<algorithm>:<period>",

@@ -78,7 +78,7 @@ type stateKey struct {
 // entry is one state; which field is used depends on the algorithm.
 type entry struct {
 	win      algo.Window
-	tat      int64
+	tat      algo.Bucket
 	log      algo.Log
 	expireAt int64 // µs; the state is equivalent to none from then on
 }

@@ -37,7 +37,7 @@ func (e *atEval) eval(ctx context.Context, keys, args []string, dst []int64) ([]
 // newClockStore returns a Store on c whose script takes now from ev.now.
 func newClockStore(tb testing.TB, c rueidis.Client) (*Store, *atEval) {
 	tb.Helper()
-	return clockStore(tb, &rueidisEval{c: c, lua: rueidis.NewLuaScript(testClockLua + checkLua)})
+	return clockStore(tb, &rueidisEval{c: c, lua: rueidis.NewLuaScript(testClockLua + arithLua + checkLua)})
 }
 
 func clockStore(tb testing.TB, inner evaluator) (*Store, *atEval) {
@@ -55,7 +55,7 @@ type model struct {
 	limits []ratewarden.Limit
 	params []algo.Params
 	win    []algo.Window
-	tat    []int64
+	tat    []algo.Bucket
 	log    []algo.Log
 }
 
@@ -65,7 +65,7 @@ func newModel(limits []ratewarden.Limit) *model {
 		m.params = append(m.params, algo.FromLimit(l))
 	}
 	m.win = make([]algo.Window, len(limits))
-	m.tat = make([]int64, len(limits))
+	m.tat = make([]algo.Bucket, len(limits))
 	m.log = make([]algo.Log, len(limits))
 	return m
 }
@@ -244,12 +244,23 @@ func compareState(t *testing.T, c rueidis.Client, s *Store, m *model, j int, key
 			t.Fatalf("%s: state %+v, algo has %+v", rk, got, m.win[j])
 		}
 	case ratewarden.TokenBucket:
-		v, err := c.Do(bg, c.B().Get().Key(rk).Build()).AsInt64()
-		if rueidis.IsRedisNil(err) {
-			v, err = 0, nil
+		v, err := c.Do(bg, c.B().Get().Key(rk).Build()).ToString()
+		var got algo.Bucket
+		switch {
+		case rueidis.IsRedisNil(err):
+		case err != nil:
+			t.Fatal(err)
+		case strings.Contains(v, " "):
+			if _, err := fmt.Sscanf(v, "%d %d", &got.T, &got.F); err != nil || got.F == 0 {
+				t.Fatalf("%s: token bucket state %q (%v): want \"T F\" with F > 0", rk, v, err)
+			}
+		default:
+			if _, err := fmt.Sscanf(v, "%d", &got.T); err != nil {
+				t.Fatalf("%s: token bucket state %q: %v", rk, v, err)
+			}
 		}
-		if err != nil || v != m.tat[j] {
-			t.Fatalf("%s: tat %d (%v), algo has %d", rk, v, err, m.tat[j])
+		if got != m.tat[j] {
+			t.Fatalf("%s: tat %+v, algo has %+v", rk, got, m.tat[j])
 		}
 	case ratewarden.SlidingLog:
 		zs, err := c.Do(bg, c.B().Zrange().Key(rk).Min("0").Max("-1").Withscores().Build()).AsZScores()
@@ -296,7 +307,7 @@ func TestDifferentialGoRedis(t *testing.T) {
 	c := newClient(t, srv.Addr)
 	gc := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = gc.Close() })
-	s, ev := clockStore(t, &goRedisEval{c: gc, s: redis.NewScript(testClockLua + checkLua)})
+	s, ev := clockStore(t, &goRedisEval{c: gc, s: redis.NewScript(testClockLua + arithLua + checkLua)})
 	for seed := range uint64(40) {
 		runDifferential(t, c, s, ev, 1000+seed, 30)
 	}

@@ -17,9 +17,10 @@ import (
 //go:embed lua/lease.lua
 var leaseLua string
 
-// leaseScript shares the clock preamble of the check script: "now" is
-// Redis TIME.
-var leaseScript = clockLua + leaseLua
+// leaseScript shares the clock preamble and the arithmetic of the check
+// script: "now" is Redis TIME, and a token bucket's TAT is read and moved
+// exactly as a check does.
+var leaseScript = clockLua + arithLua + leaseLua
 
 // Defaults for NewLeaser.
 const (

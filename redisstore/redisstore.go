@@ -17,15 +17,18 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// The script is the clock preamble followed by the algorithms; tests swap
-// the preamble for one that takes now as an argument.
+// The script is the clock preamble, the exact arithmetic the algorithms
+// share with the lease script, and the algorithms; tests swap the preamble
+// for one that takes now as an argument.
 var (
 	//go:embed lua/clock.lua
 	clockLua string
+	//go:embed lua/arith.lua
+	arithLua string
 	//go:embed lua/check.lua
 	checkLua string
 
-	script = clockLua + checkLua
+	script = clockLua + arithLua + checkLua
 )
 
 // DefaultPrefix starts every key the Store writes unless WithPrefix says
@@ -110,7 +113,7 @@ func WithBatchLanes(n int) Option {
 // DisableCache: true.
 func New(client rueidis.Client, opts ...Option) (*Store, error) {
 	if nilcheck.Is(client) {
-		return nil, fmt.Errorf("redisstore: client is %s; check the error of rueidis.NewClient: %w", nilcheck.Describe(client), ratewarden.ErrInvalidConfig)
+		return nil, fmt.Errorf("redisstore: %w: client must not be nil%s", ratewarden.ErrInvalidConfig, nilcheck.Describe(client))
 	}
 	return newStore(&rueidisEval{c: client, lua: rueidis.NewLuaScript(script)}, client.Mode() == rueidis.ClientModeCluster, opts)
 }
@@ -124,7 +127,7 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 // deadline bounds a check.
 func NewGoRedis(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if nilcheck.Is(client) {
-		return nil, fmt.Errorf("redisstore: client is %s: %w", nilcheck.Describe(client), ratewarden.ErrInvalidConfig)
+		return nil, fmt.Errorf("redisstore: %w: client must not be nil%s", ratewarden.ErrInvalidConfig, nilcheck.Describe(client))
 	}
 	return newStore(&goRedisEval{c: client, s: redis.NewScript(script)}, isGoRedisSharded(client), opts)
 }

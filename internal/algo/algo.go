@@ -4,9 +4,11 @@
 // It is the specification the Redis Lua scripts mirror operation for
 // operation; a differential test checks they agree. All instants and
 // durations are integer microseconds (now is microseconds since the Unix
-// epoch, as Redis TIME gives it). Where a computation needs a fraction it
-// uses float64 in the same order of operations as Lua's doubles, and rounds
-// with Floor/Ceil exactly where the scripts do, so both agree bit for bit.
+// epoch, as Redis TIME gives it), and all arithmetic is exact integer
+// arithmetic: where a product can exceed 2^53 (prev × elapsed, n × Period,
+// diff × Rate at large rates and long periods) it goes through MulDiv, a
+// 128-bit multiply and divide, which the scripts compute exactly in their
+// doubles too. No float rounding decides a result.
 //
 // Each function evaluates with consume false (the verdict for n, nothing
 // changed: used for Peek and for all-or-nothing multi-limit checks) or true
@@ -15,10 +17,19 @@
 package algo
 
 import (
-	"math"
+	"math/bits"
 
 	"github.com/ratewarden/ratewarden"
 )
+
+// MulDiv returns q and r with a·b = q·c + r and 0 <= r < c, computed
+// exactly. It requires a, b >= 0, c > 0 and a quotient below 2^63 (callers
+// keep it below 2^53, where the scripts' doubles are exact).
+func MulDiv(a, b, c int64) (q, r int64) {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	uq, ur := bits.Div64(hi, lo, uint64(c))
+	return int64(uq), int64(ur)
+}
 
 // Params is a validated ratewarden.Limit in microseconds.
 type Params struct {
@@ -82,25 +93,26 @@ func FixedWindow(s Window, now int64, p Params, n int64, consume bool) (Window, 
 }
 
 // slidingWeighted is the previous window's count weighted by the share of
-// the sliding window it still covers, rounded up (conservative).
+// the sliding window it still covers, rounded up (conservative):
+// ceil(prev × (period − elapsed) / period).
 func slidingWeighted(prev, period, elapsed int64) int64 {
-	return int64(math.Ceil(float64(prev) * float64(period-elapsed) / float64(period)))
+	q, r := MulDiv(prev, period-elapsed, period)
+	if r > 0 {
+		q++
+	}
+	return q
 }
 
 // slidingFirst returns the smallest elapsed time e in [0, period] at which
-// slidingWeighted(prev, period, e) <= budget (budget >= 0, prev > 0).
+// slidingWeighted(prev, period, e) <= budget (budget >= 0, prev > 0):
+// prev × (period − e) <= budget × period, so e = period − floor(budget ×
+// period / prev).
 func slidingFirst(prev, period, budget int64) int64 {
-	e := period - int64(math.Floor(float64(budget)*float64(period)/float64(prev)))
-	// The float estimate is within a few µs of the answer; settle it
-	// exactly in both directions.
-	e = min(max(e, 0), period)
-	for e > 0 && slidingWeighted(prev, period, e-1) <= budget {
-		e--
+	if budget >= prev {
+		return 0
 	}
-	for e < period && slidingWeighted(prev, period, e) > budget {
-		e++
-	}
-	return e
+	q, _ := MulDiv(budget, period, prev)
+	return period - q
 }
 
 // SlidingWindow estimates the count over the last Period as
@@ -148,46 +160,90 @@ func SlidingWindow(s Window, now int64, p Params, n int64, consume bool) (Window
 	return s, o
 }
 
-// gcraFree is the number of units (fractional) still free in a bucket
-// whose theoretical arrival time is diff µs ahead of now.
-func gcraFree(diff int64, p Params) float64 {
-	return float64(p.Capacity) - float64(diff)*float64(p.Rate)/float64(p.Period)
+// Bucket is the state of TokenBucket: the theoretical arrival time (TAT)
+// T + F/Rate µs, with 0 <= F < Rate. Keeping the fraction makes every unit
+// move the TAT by exactly Period/Rate, so no rounding is lost per request
+// however the cost is split. The zero Bucket is a full bucket.
+type Bucket struct {
+	T, F int64
 }
 
-// TokenBucket is GCRA. The state is the theoretical arrival time tat (µs):
-// each unit moves it T = Period/Rate later, and a request of n units fits
-// while tat − now, in units, leaves room for n of the Capacity. A tat in the
-// past is the same as a full bucket (tat = now).
-func TokenBucket(tat int64, now int64, p Params, n int64, consume bool) (int64, Outcome) {
-	t := max(tat, now)
-	free := gcraFree(t-now, p)
-	rem := max(int64(math.Floor(free)), 0)
+// bucketUsed is the number of units the bucket t holds at now (t.T >= now),
+// rounded up: ceil(((t.T − now) × Rate + t.F) / Period).
+func bucketUsed(t Bucket, now int64, p Params) int64 {
+	q, r := MulDiv(t.T-now, p.Rate, p.Period)
+	r += t.F // < 2 × Period, as F < Rate <= Period
+	if r >= p.Period {
+		q, r = q+1, r-p.Period
+	}
+	if r > 0 {
+		q++
+	}
+	return q
+}
+
+// bucketAdvance moves the TAT of t by n emission intervals (n × Period/Rate).
+func bucketAdvance(t Bucket, n int64, p Params) Bucket {
+	q, r := MulDiv(n, p.Period, p.Rate)
+	t.F += r
+	if t.F >= p.Rate {
+		q, t.F = q+1, t.F-p.Rate
+	}
+	t.T += q
+	return t
+}
+
+// bucketRetry is the smallest delay r >= 1 (µs) after which n units fit
+// in the bucket t (t.T >= now): the TAT must come within (Capacity − n)
+// emission intervals of now + r, so r = (t.T − now) − floor(((Capacity − n)
+// × Period − t.F) / Rate).
+func bucketRetry(t Bucket, now int64, p Params, n int64) int64 {
+	q, r := MulDiv(p.Capacity-n, p.Period, p.Rate)
+	if r < t.F {
+		q--
+	}
+	return max(t.T-now-q, 1)
+}
+
+// ceilTAT is the TAT of t rounded up to a whole microsecond.
+func ceilTAT(t Bucket) int64 {
+	if t.F > 0 {
+		return t.T + 1
+	}
+	return t.T
+}
+
+// TokenBucket is GCRA: each unit moves the TAT one emission interval
+// Period/Rate later, and a request of n units fits while the units the
+// TAT stands for (its distance from now, in intervals) leave room for n of
+// the Capacity. A TAT in the past is the same as a full bucket.
+func TokenBucket(s Bucket, now int64, p Params, n int64, consume bool) (Bucket, Outcome) {
+	t := s
+	if t.F >= p.Rate {
+		// Stored under a larger rate (the scope does not include it): round
+		// the TAT up to the next µs rather than reinterpret the fraction.
+		t = Bucket{T: t.T + 1}
+	}
+	if t.T < now {
+		t = Bucket{T: now}
+	}
+	rem := max(p.Capacity-bucketUsed(t, now, p), 0)
 	var o Outcome
 	if n <= rem {
 		o.Allowed = true
 		if consume && n > 0 {
-			t += int64(math.Ceil(float64(n) * float64(p.Period) / float64(p.Rate)))
-			tat = t
-			rem = max(int64(math.Floor(gcraFree(t-now, p))), 0)
+			t = bucketAdvance(t, n, p)
+			s = t
+			rem = max(p.Capacity-bucketUsed(t, now, p), 0)
 			o.Wrote = true
 		}
 	} else {
-		diff := t - now
-		r := int64(math.Ceil(float64(diff) - float64(p.Capacity-n)*float64(p.Period)/float64(p.Rate)))
-		// Settle the float estimate exactly, in both directions.
-		r = min(max(r, 1), diff)
-		for r > 1 && float64(n) <= gcraFree(diff-(r-1), p) {
-			r--
-		}
-		for r < diff && float64(n) > gcraFree(diff-r, p) {
-			r++
-		}
-		o.RetryAfter = r
+		o.RetryAfter = bucketRetry(t, now, p, n)
 	}
 	o.Remaining = rem
-	o.ResetAfter = t - now
-	o.ExpireAt = t
-	return tat, o
+	o.ExpireAt = ceilTAT(t)
+	o.ResetAfter = o.ExpireAt - now
+	return s, o
 }
 
 // Log is the state of SlidingLog: the timestamps (µs) of admitted units,

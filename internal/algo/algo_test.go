@@ -113,28 +113,28 @@ func TestSlidingWindow(t *testing.T) {
 func TestTokenBucket(t *testing.T) {
 	// 10 per second (a token every 100ms), bucket of 5.
 	p := FromLimit(ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: 1e9, Burst: 5})
-	f := func(s int64, now, n int64, c bool) (int64, Outcome) { return TokenBucket(s, now, p, n, c) }
-	eq := func(a, b int64) bool { return a == b }
+	f := func(s Bucket, now, n int64, c bool) (Bucket, Outcome) { return TokenBucket(s, now, p, n, c) }
+	eq := func(a, b Bucket) bool { return a == b }
 	const T = sec / 10
-	runSteps(t, []step[int64]{
+	runSteps(t, []step[Bucket]{
 		{name: "fresh peek", at: 0, n: 5, allowed: true, remaining: 5, expireAt: 0, wantExpire: true},
-		{name: "burst", at: 0, n: 5, consume: true, allowed: true, remaining: 0, resetAfter: 5 * T, expireAt: 5 * T, wantExpire: true, wantState: t0 + 5*T},
-		{name: "over by one", chain: true, at: 0, n: 1, consume: true, retryAfter: T, resetAfter: 5 * T, wantState: t0 + 5*T},
-		{name: "over by two", chain: true, at: 0, n: 2, consume: true, retryAfter: 2 * T, resetAfter: 5 * T, wantState: t0 + 5*T},
-		{name: "one µs early", chain: true, at: T - 1, n: 1, consume: true, retryAfter: 1, resetAfter: 4*T + 1, wantState: t0 + 5*T},
-		{name: "refilled one", chain: true, at: T, n: 1, consume: true, allowed: true, remaining: 0, resetAfter: 5 * T, wantState: t0 + 6*T},
-		{name: "half a token", chain: true, at: T + T/2, n: 1, retryAfter: T / 2, resetAfter: 4*T + T/2, wantState: t0 + 6*T},
-		{name: "cost 0", chain: true, at: T + T/2, n: 0, consume: true, allowed: true, resetAfter: 4*T + T/2, wantState: t0 + 6*T},
-		{name: "partly refilled", chain: true, at: 4 * T, n: 2, consume: true, allowed: true, remaining: 1, resetAfter: 4 * T, expireAt: 8 * T, wantExpire: true, wantState: t0 + 8*T},
-		{name: "long idle: full", chain: true, at: sec, n: 0, allowed: true, remaining: 5, expireAt: sec, wantExpire: true, wantState: t0 + 8*T},
-		{name: "long idle: burst again", chain: true, at: sec, n: 5, consume: true, allowed: true, resetAfter: 5 * T, wantState: t0 + sec + 5*T},
+		{name: "burst", at: 0, n: 5, consume: true, allowed: true, remaining: 0, resetAfter: 5 * T, expireAt: 5 * T, wantExpire: true, wantState: Bucket{T: t0 + 5*T}},
+		{name: "over by one", chain: true, at: 0, n: 1, consume: true, retryAfter: T, resetAfter: 5 * T, wantState: Bucket{T: t0 + 5*T}},
+		{name: "over by two", chain: true, at: 0, n: 2, consume: true, retryAfter: 2 * T, resetAfter: 5 * T, wantState: Bucket{T: t0 + 5*T}},
+		{name: "one µs early", chain: true, at: T - 1, n: 1, consume: true, retryAfter: 1, resetAfter: 4*T + 1, wantState: Bucket{T: t0 + 5*T}},
+		{name: "refilled one", chain: true, at: T, n: 1, consume: true, allowed: true, remaining: 0, resetAfter: 5 * T, wantState: Bucket{T: t0 + 6*T}},
+		{name: "half a token", chain: true, at: T + T/2, n: 1, retryAfter: T / 2, resetAfter: 4*T + T/2, wantState: Bucket{T: t0 + 6*T}},
+		{name: "cost 0", chain: true, at: T + T/2, n: 0, consume: true, allowed: true, resetAfter: 4*T + T/2, wantState: Bucket{T: t0 + 6*T}},
+		{name: "partly refilled", chain: true, at: 4 * T, n: 2, consume: true, allowed: true, remaining: 1, resetAfter: 4 * T, expireAt: 8 * T, wantExpire: true, wantState: Bucket{T: t0 + 8*T}},
+		{name: "long idle: full", chain: true, at: sec, n: 0, allowed: true, remaining: 5, expireAt: sec, wantExpire: true, wantState: Bucket{T: t0 + 8*T}},
+		{name: "long idle: burst again", chain: true, at: sec, n: 5, consume: true, allowed: true, resetAfter: 5 * T, wantState: Bucket{T: t0 + sec + 5*T}},
 	}, f, eq)
 
 	// Burst 0 means Rate: 2 per second, then one every 500ms.
 	p2 := FromLimit(ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 2, Period: 1e9})
-	tat, o := TokenBucket(0, t0, p2, 2, true)
-	if !o.Allowed || o.Remaining != 0 || tat != t0+sec {
-		t.Fatalf("burst 0: %+v tat=t0%+d", o, tat-t0)
+	tat, o := TokenBucket(Bucket{}, t0, p2, 2, true)
+	if !o.Allowed || o.Remaining != 0 || tat != (Bucket{T: t0 + sec}) {
+		t.Fatalf("burst 0: %+v tat=t0%+d", o, tat.T-t0)
 	}
 	if _, o := TokenBucket(tat, t0, p2, 1, true); o.Allowed || o.RetryAfter != sec/2 {
 		t.Fatalf("burst 0, third: %+v, want retry after 500ms", o)

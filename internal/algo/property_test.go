@@ -15,7 +15,7 @@ import (
 type machine struct {
 	p   Params
 	win Window
-	tat int64
+	tat Bucket
 	log Log
 }
 
@@ -51,7 +51,7 @@ func (m machine) equal(o machine) bool {
 }
 
 func (m machine) String() string {
-	return fmt.Sprintf("%+v win=%+v tat=%d log(len %d)=%v", m.p, m.win, m.tat, len(m.log), m.log[:min(len(m.log), 6)])
+	return fmt.Sprintf("%+v win=%+v tat=%+v log(len %d)=%v", m.p, m.win, m.tat, len(m.log), m.log[:min(len(m.log), 6)])
 }
 
 // randLimit draws a valid limit of alg: mostly small rates and periods (the

@@ -9,12 +9,9 @@ import (
 
 // TestSlidingWindowRetryAfterLargeValues was a bug in algo.go (found
 // by TestProperties with more iterations): for large rates and periods,
-// slidingFirst's starting estimate P − floor(budget·P/prev) is computed in
-// float64 and can overshoot the true first instant, and slidingFirst only
-// searches upwards, so RetryAfter comes out too long: the request is already
-// admitted at now+RetryAfter−1µs. It failed until slidingFirst also walked
-// down while slidingWeighted(prev, period, e−1) <= budget (the Lua script
-// must mirror that).
+// slidingFirst's estimate P − floor(budget·P/prev), computed in float64,
+// could overshoot the true first instant, so RetryAfter came out too long.
+// slidingFirst now computes it exactly with MulDiv.
 func TestSlidingWindowRetryAfterLargeValues(t *testing.T) {
 	l := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 943267085651, Period: 22363331088 * time.Millisecond}
 	if err := l.Validate(); err != nil {
@@ -36,17 +33,17 @@ func TestSlidingWindowRetryAfterLargeValues(t *testing.T) {
 }
 
 // TestTokenBucketRetryAfterLargeValues was the same bug in
-// TokenBucket: the starting estimate ceil(diff − (Capacity−n)·P/Rate) can
-// overshoot in float64 and the search only went up. It failed until
-// TokenBucket also walked r down while
-// float64(n) <= gcraFree(diff−(r−1), p) (r > 1), mirrored in Lua.
+// TokenBucket, when it computed in float64: the starting estimate
+// ceil(diff − (Capacity−n)·P/Rate) could overshoot and the search only
+// went up. RetryAfter is now computed exactly (bucketRetry).
 func TestTokenBucketRetryAfterLargeValues(t *testing.T) {
 	l := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 42816, Period: 27808098717 * time.Millisecond, Burst: 43806}
 	if err := l.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	p := FromLimit(l)
-	const tat, now, n = 2375176602287614, 2360226254992644, 37644
+	const now, n = 2360226254992644, 37644
+	tat := Bucket{T: 2375176602287614}
 	_, o := TokenBucket(tat, now, p, n, false)
 	if o.Allowed {
 		t.Fatalf("admitted now: %+v", o)

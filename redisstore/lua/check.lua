@@ -1,8 +1,8 @@
--- ratewarden checks. Mirrors internal/algo operation for operation: the same
--- float operations in the same order, the same floor/ceil, clamps and retry
--- loops, so both agree bit for bit (a differential test holds them to it).
--- All instants and durations are integer microseconds held in doubles
--- (exact below 2^53).
+-- ratewarden checks. Mirrors internal/algo operation for operation, so both
+-- agree bit for bit (a differential test holds them to it). All instants
+-- and durations are integer microseconds held in doubles, and all
+-- arithmetic is exact: integers below 2^53 add, subtract and compare
+-- exactly, and every product that can exceed that goes through muldiv.
 --
 -- ARGV, from ARGV[base], is a list of checks, each
 --   cost, peek (0|1), m, then m times: algorithm, rate, period_us, capacity
@@ -17,11 +17,12 @@
 -- Integers only: Redis truncates Lua numbers in replies.
 --
 -- State: windows are one string "start curr prev"; a token bucket is its
--- TAT as a string; a sliding log is a sorted set with one member per
--- admitted unit, scored by its instant. Every write sets the expiry the
--- algorithm gives (ms, rounded up) in the same command or script.
+-- TAT as "T" or "T F" (TAT = T + F/rate µs); a sliding log is a sorted set
+-- with one member per admitted unit, scored by its instant. Every write
+-- sets the expiry the algorithm gives (ms, rounded up) in the same command
+-- or script.
 
-local floor, ceil, fmod = math.floor, math.ceil, math.fmod
+local ceil, fmod = math.ceil, math.fmod
 local call, format, match, tonumber = redis.call, string.format, string.match, tonumber
 
 -- int formats an integral number in full (tostring keeps 14 digits only).
@@ -70,16 +71,16 @@ end
 
 -- algo.slidingWeighted
 local function weighted(prev, P, e)
-  return ceil(prev * (P - e) / P)
+  local q, r = muldiv(prev, P - e, P)
+  if r > 0 then q = q + 1 end
+  return q
 end
 
 -- algo.slidingFirst
 local function first(prev, P, budget)
-  local e = P - floor(budget * P / prev)
-  if e < 0 then e = 0 elseif e > P then e = P end
-  while e > 0 and weighted(prev, P, e - 1) <= budget do e = e - 1 end
-  while e < P and weighted(prev, P, e) > budget do e = e + 1 end
-  return e
+  if budget >= prev then return 0 end
+  local q = muldiv(budget, P, prev)
+  return P - q
 end
 
 -- algo.SlidingWindow
@@ -124,43 +125,38 @@ end
 local function load_tat(j, key)
   local v = call('GET', key)
   if not v then
-    SA[j] = 0
+    SA[j], SB[j] = 0, 0
     return
   end
-  local x = tonumber(v)
-  if not x then error('ratewarden: malformed token bucket state at ' .. key) end
-  SA[j] = x
+  SA[j], SB[j] = parse_tat(v, key)
 end
 
--- algo.gcraFree
-local function free(diff, rate, P, cap)
-  return cap - diff * rate / P
+local function store_tat(key, t, f, expire)
+  call('SET', key, tat_string(t, f), 'PXAT', int(ceil(expire / 1000)))
 end
 
 -- algo.TokenBucket
 local function token_bucket(j, key, P, rate, cap, n, consume)
-  local t = SA[j]
-  if now > t then t = now end
-  local rem = floor(free(t - now, rate, P, cap))
+  local t, f = bucket_now(SA[j], SB[j], rate)
+  local rem = cap - used(t, f, rate, P)
   if rem < 0 then rem = 0 end
   local allowed, retry = 0, 0
   if n <= rem then
     allowed = 1
     if consume and n > 0 then
-      t = t + ceil(n * P / rate)
-      rem = floor(free(t - now, rate, P, cap))
+      t, f = advance(t, f, n, rate, P)
+      rem = cap - used(t, f, rate, P)
       if rem < 0 then rem = 0 end
-      call('SET', key, int(t), 'PXAT', int(ceil(t / 1000)))
+      local e = t
+      if f > 0 then e = t + 1 end
+      store_tat(key, t, f, e)
     end
   else
-    local diff = t - now
-    local r = ceil(diff - (cap - n) * P / rate)
-    if r < 1 then r = 1 elseif r > diff then r = diff end
-    while r > 1 and n <= free(diff - (r - 1), rate, P, cap) do r = r - 1 end
-    while r < diff and n > free(diff - r, rate, P, cap) do r = r + 1 end
-    retry = r
+    retry = bucket_retry(t, f, rate, P, cap, n)
   end
-  return allowed, rem, retry, t - now
+  local e = t
+  if f > 0 then e = t + 1 end
+  return allowed, rem, retry, e - now
 end
 
 -- load_log reads only what the verdict needs: the live count (entries

@@ -19,7 +19,7 @@
 --   denied (granted 0): a = retry-after for need units, b = reset-after
 -- Reply to give: now, units given back.
 
-local floor, ceil, fmod = math.floor, math.ceil, math.fmod
+local ceil, fmod = math.ceil, math.fmod
 local call, format, match, tonumber = redis.call, string.format, string.match, tonumber
 local function int(x) return format('%d', x) end
 
@@ -69,30 +69,26 @@ end
 
 if alg ~= '2' then error('ratewarden: leases need fixed_window or token_bucket, got code ' .. tostring(alg)) end
 
--- As check.lua's token_bucket (GCRA): the state is the TAT as a string,
--- expiring at the TAT rounded up to the millisecond.
-local t = 0
+-- As check.lua's token_bucket (GCRA): the state is the TAT ("T" or
+-- "T F", see arith.lua), expiring at the TAT rounded up to the millisecond.
+local t, f = 0, 0
 local v = call('GET', key)
-if v then
-  t = tonumber(v)
-  if not t then error('ratewarden: malformed token bucket state at ' .. key) end
+if v then t, f = parse_tat(v, key) end
+t, f = bucket_now(t, f, rate)
+local function ceil_tat(t, f)
+  if f > 0 then return t + 1 end
+  return t
 end
-if now > t then t = now end
-local function free(diff) return cap - diff * rate / P end
-local rem = floor(free(t - now))
+local rem = cap - used(t, f, rate, P)
 if rem < 0 then rem = 0 end
 if need > rem then
-  local diff = t - now
-  local r = ceil(diff - (cap - need) * P / rate)
-  if r < 1 then r = 1 elseif r > diff then r = diff end
-  while r > 1 and need <= free(diff - (r - 1)) do r = r - 1 end
-  while r < diff and need > free(diff - r) do r = r + 1 end
-  return {now, 0, rem, r, t - now}
+  return {now, 0, rem, bucket_retry(t, f, rate, P, cap, need), ceil_tat(t, f) - now}
 end
 local take = want
 if take > rem then take = rem end
-local nt = t + ceil(take * P / rate)
-call('SET', key, int(nt), 'PXAT', int(ceil(nt / 1000)))
-local left = floor(free(nt - now))
+local nt, nf = advance(t, f, take, rate, P)
+local e = ceil_tat(nt, nf)
+call('SET', key, tat_string(nt, nf), 'PXAT', int(ceil(e / 1000)))
+local left = cap - used(nt, nf, rate, P)
 if left < 0 then left = 0 end
-return {now, take, left, t - now, nt - now}
+return {now, take, left, ceil_tat(t, f) - now, e - now}
