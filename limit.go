@@ -72,9 +72,10 @@ func (a *Algorithm) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Bounds on a valid Limit. They keep every quantity the algorithms compute
-// exactly representable in the float64 numbers of Redis' Lua, and the
-// memory of a SlidingLog key bounded.
+// Bounds on a valid Limit. They keep every instant and count the
+// algorithms store below 2^53, where Redis' Lua numbers (doubles) are exact
+// integers (products beyond are computed exactly; see internal/algo), and
+// the memory of a SlidingLog key bounded.
 const (
 	// MaxRate is the largest Rate (and Burst).
 	MaxRate = 1_000_000_000_000

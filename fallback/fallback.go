@@ -76,6 +76,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -339,8 +340,13 @@ func share(l ratewarden.Limit, replicas int64) ratewarden.Limit {
 	l.Rate = max(l.Rate/replicas, 1)
 	if l.Burst > 0 {
 		l.Burst = max(l.Burst/replicas, 1)
-		if maxBurst := int64(float64(l.Rate) * float64(ratewarden.MaxPeriod) / float64(l.Period)); l.Burst > maxBurst {
-			l.Burst = max(maxBurst, 1)
+		// The share's refill time Burst × Period / Rate must stay within
+		// MaxPeriod, as Validate requires; the products need 128 bits.
+		hi, lo := bits.Mul64(uint64(l.Burst), uint64(l.Period))
+		mhi, mlo := bits.Mul64(uint64(l.Rate), uint64(ratewarden.MaxPeriod))
+		if hi > mhi || (hi == mhi && lo > mlo) {
+			maxBurst, _ := bits.Div64(mhi, mlo, uint64(l.Period)) // < Burst: fits
+			l.Burst = max(int64(maxBurst), 1)
 		}
 	}
 	return l

@@ -78,7 +78,9 @@
 // # Script
 //
 // lua/check.lua mirrors internal/algo operation for operation, in integer
-// microseconds held in Lua doubles; a differential test runs random
+// microseconds held in Lua doubles, with exact arithmetic (lua/arith.lua:
+// products beyond 2^53 are multiplied and divided exactly); a differential
+// test runs random
 // sequences through both and compares every result and the stored state.
 // It evaluates a list of checks, so that concurrent checks can share one
 // call; each check runs every limit without consuming and, only when all

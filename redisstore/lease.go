@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/algo"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
@@ -365,9 +366,10 @@ func (ls *lease) usable(now int64) int64 {
 // deadline is the last instant (ns) at which token-bucket unit j may be
 // used: its GCRA instant, converted to the local clock conservatively.
 func (ls *lease) deadline(j int64) int64 {
-	// j·P/rate in doubles (j·P may not fit in an int64), less 1 µs for
-	// the rounding.
-	us := ls.firstUs + int64(float64(j)*float64(ls.periodUs)/float64(ls.rate)) - 1
+	// floor(j·P/rate) exactly (j·P may not fit in an int64), less 1 µs as
+	// firstUs is the first unit's instant rounded up.
+	q, _ := algo.MulDiv(j, ls.periodUs, ls.rate)
+	us := ls.firstUs + q - 1
 	return ls.t0 + local(us)
 }
 
