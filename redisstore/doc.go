@@ -80,8 +80,8 @@
 // lua/check.lua mirrors internal/algo operation for operation, in integer
 // microseconds held in Lua doubles, with exact arithmetic (lua/arith.lua:
 // products beyond 2^53 are multiplied and divided exactly); a differential
-// test runs random
-// sequences through both and compares every result and the stored state.
+// test runs random sequences through both and compares every result and
+// the stored state.
 // It evaluates a list of checks, so that concurrent checks can share one
 // call; each check runs every limit without consuming and, only when all
 // admit (and it is not a peek and the cost is not 0), again consuming. Its
