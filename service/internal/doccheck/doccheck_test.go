@@ -58,7 +58,9 @@
 // 127.0.0.1:6379 and localhost:6379 the test's redis-server. Shell blocks
 // also get RATEWARDEN_HTTP_ADDR, RATEWARDEN_GRPC_ADDR (so `make run` listens
 // there) and RATEWARDEN_SERVER (the default server of `ratewarden check`);
-// go blocks get RATEWARDEN_REDIS_URL. Nothing listens beyond loopback.
+// go blocks get RATEWARDEN_REDIS_URL. Shell blocks run with TMPDIR set to
+// a directory of the test's, shown as /tmp in their output (the demo writes
+// its chart there). Nothing listens beyond loopback.
 //
 // # Placeholders
 //
@@ -70,11 +72,14 @@
 //
 // # Blocks left unmarked or skipped
 //
-// `make test` and `make bench`/`make bench-peers` are not run (they are
-// the whole suite, or minutes of benchmarks); Envoy configuration needs
-// Envoy. Their blocks carry a skip marker naming the reason. docs/demo.md
-// is not required to mark its blocks yet (it is being rewritten by its
-// owner); the blocks it does mark run.
+// `make test` is not run (it is the whole suite, CI itself): its block
+// carries a skip marker. Not marked, as they are not sh or go blocks:
+// Envoy's filter configuration in docs/service.md (it needs Envoy), the
+// Redis URL forms (a grammar, not a command) and the README's layout.
+// Benchmarks (`make bench`, `make bench-peers`, `go test -bench`) appear
+// only inline, not as blocks: minutes of load, and their numbers vary.
+// docs/demo.md need not mark its blocks (its owner is rewriting it); the
+// blocks it marks run.
 package doccheck
 
 import (

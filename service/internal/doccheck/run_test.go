@@ -33,6 +33,7 @@ type docEnv struct {
 	s          *suite
 	file       string
 	dir        string // scratch space for this document
+	tmp        string // TMPDIR of its sh blocks, shown as /tmp
 	http, grpc string // 127.0.0.1:port
 	redis      *testredis.Server
 	srv        *server
@@ -43,6 +44,10 @@ type docEnv struct {
 // other documents, each on a redis-server of its own.
 func (s *suite) runDoc(t *testing.T, file string, blocks []*block) {
 	e := &docEnv{s: s, file: file, dir: t.TempDir(), redis: testredis.Start(t)}
+	e.tmp = filepath.Join(e.dir, "tmp")
+	if err := os.Mkdir(e.tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []*string{&e.http, &e.grpc} {
 		port, err := testredis.FreePort()
 		if err != nil {
@@ -96,12 +101,14 @@ func (e *docEnv) rewriter(redis string) *strings.Replacer {
 
 // unrewriter puts the documented addresses back into an output.
 func (e *docEnv) unrewriter(redis string) *strings.Replacer {
-	return strings.NewReplacer(e.http, "127.0.0.1:8080", e.grpc, "127.0.0.1:8081", redis, "127.0.0.1:6379")
+	return strings.NewReplacer(e.http, "127.0.0.1:8080", e.grpc, "127.0.0.1:8081", redis, "127.0.0.1:6379", e.tmp, "/tmp")
 }
 
-// shellEnv is the environment of sh blocks: the service's addresses.
+// shellEnv is the environment of sh blocks: the service's addresses, and
+// a temporary directory of the document's own.
 func (e *docEnv) shellEnv() []string {
 	return cleanEnv([]string{
+		"TMPDIR=" + e.tmp,
 		"RATEWARDEN_HTTP_ADDR=" + e.http,
 		"RATEWARDEN_GRPC_ADDR=" + e.grpc,
 		"RATEWARDEN_SERVER=http://" + e.http,
