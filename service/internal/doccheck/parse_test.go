@@ -267,6 +267,24 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestDiscard(t *testing.T) {
+	for _, c := range []struct {
+		src  string
+		want bool
+	}{
+		{"\tstore, _ := redisstore.New(client)", true},
+		{"\t_ = f()", true},
+		{"\t_, err := f()", true},
+		{"\tstore, err := redisstore.New(client)", false},
+		{"\tfor _, x := range xs {", false},
+		{"\tif x == y {", false},
+	} {
+		if got := discardRE.MatchString(c.src); got != c.want {
+			t.Errorf("discardRE on %q = %v, want %v", c.src, got, c.want)
+		}
+	}
+}
+
 func TestMatch(t *testing.T) {
 	for _, c := range []struct {
 		want, got string

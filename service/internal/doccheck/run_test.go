@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -179,10 +180,17 @@ func (e *docEnv) shell(t *testing.T, b *block) {
 	e.check(t, b, out.String(), code, e.unrewriter(e.redis.Addr))
 }
 
+// discardRE finds assignments to the blank identifier (x, _ := f(),
+// _ = f()), the way snippets drop errors.
+var discardRE = regexp.MustCompile(`(?m)^.*(,\s*_\s*:?=|^\s*_\s*(,[^=]*)?:?=).*$`)
+
 // goRun runs a go block as a program, on a redis-server of its own.
 func (e *docEnv) goRun(t *testing.T, b *block) {
 	if !strings.Contains(b.body, "package main") || !strings.Contains(b.body, "func main()") {
 		t.Fatalf("%s: a go run block must be a complete program (package main, func main)", b.where())
+	}
+	if m := discardRE.FindString(b.body); m != "" {
+		t.Errorf("%s: %q discards a result: a program a reader copies checks every error", b.where(), strings.TrimSpace(m))
 	}
 	dir := filepath.Join(e.dir, fmt.Sprintf("line%d", b.line))
 	if err := os.Mkdir(dir, 0o755); err != nil {
