@@ -156,8 +156,10 @@ func TestBatchingQueuedCheckLeavesOnCancel(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ratewarden.ErrStoreUnavailable) {
 		t.Fatalf("queued check after its deadline: %v", err)
 	}
-	if d := time.Since(t0); d > 2*time.Second {
-		t.Fatalf("queued check took %v to leave", d)
+	// The lanes are held until released below: a check that did not leave
+	// on its deadline would wait for ever. The cap is only for a report.
+	if d := time.Since(t0); d > 30*time.Second {
+		t.Fatalf("queued check took %v to leave on its 30 ms deadline", d)
 	}
 	close(ev.release)
 	wg.Wait()

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -247,36 +248,62 @@ func TestLeaseReset(t *testing.T) {
 }
 
 // Token-bucket units may be used only until the instant GCRA would have
-// admitted them; later the Leaser asks Redis again.
+// admitted them; later the Leaser asks Redis again. The checks that need
+// the first calls to come quickly (within one unit's interval) tell when
+// they did not, and the test runs again with a period twice as long.
 func TestLeaseTokenBucketUnitsExpire(t *testing.T) {
 	srv := testredis.Start(t)
-	// One unit per 800ms: room for a slow, loaded machine.
-	lim := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 5, Period: 4 * time.Second, Burst: 5}
 	plain, l := openLeaser(t, srv.Addr, WithLeaseSize(3))
 	warm(t, l)
+	var lates []string
+	for attempt, period := range []time.Duration{4 * time.Second, 8 * time.Second, 16 * time.Second} {
+		late := leaseUnitsExpire(t, srv, plain, l, "k"+strconv.Itoa(attempt), period)
+		if late == "" {
+			return
+		}
+		lates = append(lates, late)
+	}
+	t.Fatalf("too slow to check, in every attempt (is the machine overloaded?): %q", lates)
+}
+
+func leaseUnitsExpire(t *testing.T, srv *testredis.Server, plain *Store, l *Leaser, key string, period time.Duration) (late string) {
+	// One unit per period/5 (800 ms at 4 s).
+	lim := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 5, Period: period, Burst: 5}
+	unit := period / 5
 	before := scriptCalls(t, srv)
-	if r := leaseCheck(t, l, "k", 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceStore {
+	start := time.Now()
+	if r := leaseCheck(t, l, key, 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceStore {
 		t.Fatalf("first = %+v", r)
 	}
-	// Units 1 and 2 are usable until ~800ms and ~1.6s.
-	if r := leaseCheck(t, l, "k", 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceLease {
+	// Units 1 and 2 are usable until one and two units after the first.
+	if r := leaseCheck(t, l, key, 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceLease {
+		if took := time.Since(start); took >= unit {
+			return fmt.Sprintf("period %v: the second check came %v after the first, past unit 1's instant", period, took)
+		}
 		t.Fatalf("second (at once) = %+v, want a local admission", r)
 	}
 	if n := scriptCalls(t, srv) - before; n != 1 {
 		t.Fatalf("%d script calls, want 1", n)
 	}
-	// The lease moved the TAT by 3 intervals: 2.4s ahead.
-	tat, _ := strconv.ParseInt(do(t, srv, "GET", plain.Key("k", lim)), 10, 64)
-	if ahead := tat - redisTime(t, srv); ahead <= 1_600_000 || ahead > 2_400_000 {
-		t.Errorf("TAT %d µs ahead of now, want in (1.6s, 2.4s]", ahead)
+	// The lease moved the TAT by 3 units ahead of the first check's
+	// instant, which was at most elapsed ago.
+	tat, _ := strconv.ParseInt(do(t, srv, "GET", plain.Key(key, lim)), 10, 64)
+	ahead := time.Duration(tat-redisTime(t, srv)) * time.Microsecond
+	elapsed := time.Since(start)
+	if elapsed >= unit {
+		return fmt.Sprintf("period %v: the TAT was read %v after the first check: 3 units ahead cannot be told from 2", period, elapsed)
 	}
-	time.Sleep(1800 * time.Millisecond) // unit 2's instant has passed
-	if r := leaseCheck(t, l, "k", 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceStore {
-		t.Errorf("after 1.8s = %+v, want a new lease from Redis", r)
+	if ahead > 3*unit || ahead <= 3*unit-elapsed-time.Millisecond {
+		t.Errorf("TAT %v ahead of now, %v after the first check; want in (3 units − %[2]v, 3 units] (a unit is %v)", ahead, elapsed, unit)
+	}
+	time.Sleep(2*unit + unit/4) // unit 2's instant has passed
+	if r := leaseCheck(t, l, key, 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceStore {
+		t.Errorf("after 2¼ units = %+v, want a new lease from Redis", r)
 	}
 	if n := scriptCalls(t, srv) - before; n != 2 {
 		t.Errorf("%d script calls, want 2", n)
 	}
+	return ""
 }
 
 // hotKey runs instances × goroutines × perG checks of one key, each

@@ -307,18 +307,20 @@ func TestClientFromURLTLS(t *testing.T) {
 	}
 }
 
-// settle waits (at most 3 s) until only the goroutines ignored by opt
-// run, so goroutines a failed rueidis connect left behind have ended before
-// the package's leak check.
+// settle waits (at most 30 s: far more than they take, even on a busy
+// machine) until only the goroutines ignored by opt run, so goroutines a
+// failed rueidis connect left behind have ended before the package's leak
+// check.
 func settle(t *testing.T, opt goleak.Option) {
 	t.Helper()
+	const settleCap = 30 * time.Second
 	var err error
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(settleCap); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if err = goleak.Find(opt); err == nil {
 			return
 		}
 	}
-	t.Errorf("goroutines left after failed connects: %v", err)
+	t.Errorf("goroutines left %v after failed connects: %v", settleCap, err)
 }
 
 // writeSelfSigned writes cert.pem and key.pem, a self-signed certificate
