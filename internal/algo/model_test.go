@@ -1,0 +1,82 @@
+package algo
+
+import (
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/refmodel"
+)
+
+// modelSystem runs one key's state through the algorithm functions, for
+// refmodel.RunCase.
+type modelSystem struct {
+	p   Params
+	win Window
+	tat Bucket
+	log Log
+	o   Outcome
+}
+
+func (s *modelSystem) Do(now int64, op refmodel.Op) (refmodel.Answer, error) {
+	win, tat, log := s.win, s.tat, slices.Clone(s.log)
+	switch s.p.Alg {
+	case ratewarden.FixedWindow:
+		s.win, s.o = FixedWindow(s.win, now, s.p, op.N, op.Consume)
+	case ratewarden.SlidingWindow:
+		s.win, s.o = SlidingWindow(s.win, now, s.p, op.N, op.Consume)
+	case ratewarden.TokenBucket:
+		s.tat, s.o = TokenBucket(s.tat, now, s.p, op.N, op.Consume)
+	default:
+		s.log, s.o = SlidingLog(s.log, now, s.p, op.N, op.Consume)
+	}
+	// The returned state equals the input unless something was consumed.
+	if !s.o.Wrote && (s.win != win || s.tat != tat || !slices.Equal(s.log, log)) {
+		return refmodel.Answer{}, errStateChanged
+	}
+	return refmodel.Answer{Allowed: s.o.Allowed, Remaining: s.o.Remaining, RetryAfter: s.o.RetryAfter, ResetAfter: s.o.ResetAfter}, nil
+}
+
+func (s *modelSystem) LastWrite() (bool, int64) { return s.o.Wrote, s.o.ExpireAt }
+
+type modelError string
+
+func (e modelError) Error() string { return string(e) }
+
+const errStateChanged = modelError("the state changed although Wrote is false")
+
+// modelCases is the number of random cases per algorithm.
+const modelCases = 15_000
+
+// TestModel holds the four algorithms to the exact reference model
+// (internal/refmodel, math/big, written from the definitions) in every
+// field of every step of random sequences over the whole valid range of
+// limits, and checks the documented bounds on what they admit, Wrote, and
+// that ExpireAt leaves nothing behind.
+func TestModel(t *testing.T) {
+	var total atomic.Int64
+	t.Cleanup(func() { t.Logf("%d random cases against the reference model", total.Load()) })
+	for alg := range ratewarden.Algorithm(4) {
+		t.Run(alg.String(), func(t *testing.T) {
+			t.Parallel()
+			cfg := refmodel.Config{MaxSteps: 40, Base: 1_700_000_000_000_000, Spread: 100_000_000_000_000}
+			var st refmodel.Stats
+			for c := range uint64(modelCases) {
+				seed := uint64(alg)<<32 | c
+				r := rand.New(rand.NewPCG(seed, 0x6d6f64656c))
+				lim := refmodel.RandLimit(r, alg)
+				s, err := refmodel.RunCase(r, lim, &modelSystem{p: FromLimit(lim)}, cfg)
+				if err != nil {
+					t.Fatalf("case seed %#x: %v", seed, err)
+				}
+				st.Steps += s.Steps
+				st.Denied += s.Denied
+				st.Admitted += s.Admitted
+			}
+			total.Add(modelCases)
+			t.Logf("%s: %d cases, %d steps (%d denied, %d admissions)", alg, modelCases, st.Steps, st.Denied, st.Admitted)
+		})
+	}
+}

@@ -1,0 +1,117 @@
+package memstore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/refmodel"
+	"github.com/ratewarden/ratewarden/memstore"
+)
+
+// modelClock is a clock the test sets, in µs.
+type modelClock struct{ us atomic.Int64 }
+
+func (c *modelClock) Now() time.Time { return time.UnixMicro(c.us.Load()) }
+
+// modelLimiter is a memstore-backed ratewarden.Limiter on a clock the test
+// sets.
+type modelLimiter struct {
+	clk modelClock
+	lim *ratewarden.Limiter
+}
+
+func newModelLimiter(t *testing.T) *modelLimiter {
+	t.Helper()
+	ml := new(modelLimiter)
+	s, err := memstore.New(memstore.WithClock(ml.clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if ml.lim, err = ratewarden.New(s); err != nil {
+		t.Fatal(err)
+	}
+	return ml
+}
+
+// modelKey is one key under one limit of a modelLimiter, for
+// refmodel.RunCase: it calls Allow, AllowN or Peek as the step says.
+type modelKey struct {
+	ml  *modelLimiter
+	key string
+	lim ratewarden.Limit
+}
+
+func (k modelKey) Do(now int64, op refmodel.Op) (refmodel.Answer, error) {
+	k.ml.clk.us.Store(now)
+	ctx := context.Background()
+	var res ratewarden.Result
+	var err error
+	switch op.Name {
+	case "Allow":
+		res, err = k.ml.lim.Allow(ctx, k.key, k.lim)
+	case "Peek":
+		res, err = k.ml.lim.Peek(ctx, k.key, k.lim)
+	default:
+		res, err = k.ml.lim.AllowN(ctx, k.key, k.lim, op.N)
+	}
+	if err != nil {
+		return refmodel.Answer{}, err
+	}
+	if res.Limit != k.lim || res.Source != ratewarden.SourceStore {
+		return refmodel.Answer{}, fmt.Errorf("Result.Limit %v, Source %v; want %v, store", res.Limit, res.Source, k.lim)
+	}
+	return refmodel.Answer{Allowed: res.Allowed, Remaining: res.Remaining, RetryAfter: micros(res.RetryAfter), ResetAfter: micros(res.ResetAfter)}, nil
+}
+
+// micros converts a Result duration; -1 flags one that is not a whole
+// number of µs (the model's durations always are).
+func micros(d time.Duration) int64 {
+	if d%time.Microsecond != 0 {
+		return -1
+	}
+	return int64(d / time.Microsecond)
+}
+
+// memstoreModelCases is the number of random cases per algorithm.
+const memstoreModelCases = 10_000
+
+// TestModel drives the memstore through the Limiter (Allow, AllowN, Peek)
+// on a fake clock and holds every field of every result to the exact
+// reference model (internal/refmodel), over random limits of the whole
+// valid range, with the documented bounds checked on what it admits.
+func TestModel(t *testing.T) {
+	var total atomic.Int64
+	t.Cleanup(func() { t.Logf("%d random cases against the reference model", total.Load()) })
+	for alg := range ratewarden.Algorithm(4) {
+		t.Run(alg.String(), func(t *testing.T) {
+			t.Parallel()
+			ml := newModelLimiter(t)
+			cfg := refmodel.Config{MaxSteps: 40, Base: 1_700_000_000_000_000, Spread: 100_000_000_000_000, LimiterOps: true}
+			var st refmodel.Stats
+			for c := range uint64(memstoreModelCases) {
+				seed := uint64(alg)<<32 | c
+				r := rand.New(rand.NewPCG(seed, 0x6d656d))
+				lim := refmodel.RandLimit(r, alg)
+				k := modelKey{ml: ml, key: fmt.Sprintf("model-%d", c), lim: lim}
+				s, err := refmodel.RunCase(r, lim, k, cfg)
+				if err != nil {
+					t.Fatalf("case seed %#x (key %q): %v", seed, k.key, err)
+				}
+				if err := ml.lim.Reset(context.Background(), k.key, lim); err != nil {
+					t.Fatal(err)
+				}
+				st.Steps += s.Steps
+				st.Denied += s.Denied
+				st.Admitted += s.Admitted
+			}
+			total.Add(memstoreModelCases)
+			t.Logf("%s: %d cases, %d steps (%d denied, %d admissions)", alg, memstoreModelCases, st.Steps, st.Denied, st.Admitted)
+		})
+	}
+}
