@@ -59,14 +59,38 @@ func run(m *testing.M) int {
 	return 0
 }
 
+// settle waits for those goroutines to end: up to 30 s, far more than the
+// 5 s they may take, for a busy machine.
 func settle() error {
 	var err error
-	for deadline := time.Now().Add(7 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if err = goleak.Find(); err == nil {
 			return nil
 		}
 	}
-	return fmt.Errorf("leaked goroutines: %w", err)
+	return fmt.Errorf("leaked goroutines, 30 s after the tests: %w", err)
+}
+
+// failoverCap caps the waits for a failover and its aftermath (a replica
+// promoted, decisions from Redis again): those take a few seconds; the cap
+// leaves room for a busy machine.
+const failoverCap = 60 * time.Second
+
+// waitFor polls until cond returns "", for at most d; then it fails the
+// test with what cond last said.
+func waitFor(t *testing.T, d time.Duration, cond func() string) {
+	t.Helper()
+	start := time.Now()
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Since(start) > d {
+			t.Fatalf("still after %v: %s", d, msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // clusterURL is the connection URL of the test cluster: every node a seed.
