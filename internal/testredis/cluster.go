@@ -79,14 +79,14 @@ func NewCluster() (c *Cluster, err error) {
 		args = append(args, s.Addr)
 	}
 	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*startCap)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, cli, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("redis-cli --cluster create: %v: %s", err, out)
 	}
-	if err := c.WaitHealthy(30 * time.Second); err != nil {
+	if err := c.WaitHealthy(2 * startCap); err != nil {
 		return nil, err
 	}
 	return c, nil

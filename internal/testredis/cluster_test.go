@@ -51,12 +51,12 @@ func TestClusterFailoverAndRejoin(t *testing.T) {
 
 	// Kill the owner: its replica takes over the slot, and the write
 	// survived (it was replicated before the kill).
-	if err := owner.WaitReplicated(5 * time.Second); err != nil {
+	if err := owner.WaitReplicated(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
 	owner.Kill()
-	if err := c.WaitHealthy(20 * time.Second); err != nil {
+	if err := c.WaitHealthy(60 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("replica promoted %v after the kill", time.Since(killed).Round(time.Millisecond))
@@ -72,7 +72,7 @@ func TestClusterFailoverAndRejoin(t *testing.T) {
 	}
 
 	// The old primary rejoins as a replica: 3 + 3 again.
-	if err := c.Rejoin(owner, 20*time.Second); err != nil {
+	if err := c.Rejoin(owner, 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	reps, _ = c.Replicas()

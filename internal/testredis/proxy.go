@@ -159,18 +159,16 @@ func (p *Proxy) set(m Mode, d time.Duration) error {
 	return nil
 }
 
-// listenAgain listens on addr, retrying briefly: the kernel may hold the
-// port for a moment after the previous listener closed.
+// listenAgain listens on addr, retrying for up to 10 s: the kernel may
+// hold the port for a moment after the previous listener closed.
 func listenAgain(addr string) (net.Listener, error) {
-	var err error
-	for range 50 {
-		var ln net.Listener
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			return ln, nil
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		ln, err := net.Listen("tcp", addr)
+		if err == nil || time.Now().After(deadline) {
+			return ln, err
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return nil, err
 }
 
 // Close stops the proxy: the listener and every connection close, and every

@@ -26,12 +26,27 @@ func ping(c net.Conn, wait time.Duration) (string, error) {
 
 func dial(t *testing.T, addr string) net.Conn {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	c, err := net.DialTimeout("tcp", addr, answerWait)
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// answerWait is how long a test waits for an answer it expects: far above
+// what one takes, so a busy machine cannot make it time out. (Waits for
+// answers a test expects never to come stay short.)
+const answerWait = 10 * time.Second
+
+// waitStats polls p's counters until ok accepts them, for at most 30 s.
+func waitStats(t *testing.T, p *Proxy, what string, ok func(ProxyStats) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !ok(p.Stats()); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy stats %+v after 30 s: want %s", p.Stats(), what)
+		}
+	}
 }
 
 func isTimeout(err error) bool {
@@ -62,18 +77,20 @@ func TestProxyDelay(t *testing.T) {
 	s := Start(t)
 	p := NewProxy(t, s.Addr)
 	c := dial(t, p.Addr)
-	if _, err := ping(c, time.Second); err != nil { // connection established at full speed
+	if _, err := ping(c, answerWait); err != nil { // connection established at full speed
 		t.Fatal(err)
 	}
 	if err := p.Delay(-time.Second); err == nil {
 		t.Fatal("Delay(-1s) did not fail")
 	}
-	const d = 150 * time.Millisecond
+	// Long enough that a round trip after Pass, however slow the machine,
+	// takes less.
+	const d = 2 * time.Second
 	if err := p.Delay(d); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	line, err := ping(c, 5*time.Second)
+	line, err := ping(c, d+answerWait)
 	if took := time.Since(start); err != nil || line != "+PONG\r\n" || took < d {
 		t.Fatalf("PING via Delay(%v) = %q, %v after %v; want +PONG after >= %v", d, line, err, took, d)
 	}
@@ -81,11 +98,11 @@ func TestProxyDelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	start = time.Now()
-	if _, err := ping(c, time.Second); err != nil {
+	if _, err := ping(c, answerWait); err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took >= d {
-		t.Fatalf("PING after Pass took %v, want < %v", took, d)
+		t.Fatalf("PING after Pass took %v, want < %v (the delay was still applied)", took, d)
 	}
 }
 
@@ -93,7 +110,7 @@ func TestProxyBlackhole(t *testing.T) {
 	s := Start(t)
 	p := NewProxy(t, s.Addr)
 	old := dial(t, p.Addr)
-	if _, err := ping(old, time.Second); err != nil {
+	if _, err := ping(old, answerWait); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Blackhole(); err != nil {
@@ -108,15 +125,15 @@ func TestProxyBlackhole(t *testing.T) {
 	if _, err := ping(fresh, 200*time.Millisecond); !isTimeout(err) {
 		t.Fatalf("PING on a new connection in Blackhole: err = %v, want a timeout", err)
 	}
-	if st := p.Stats(); st.BytesUp <= before.BytesUp || st.Accepted != before.Accepted+1 {
-		t.Fatalf("stats %+v after %+v: want the PINGs read and one more accepted", st, before)
-	}
+	waitStats(t, p, "the PINGs read and one more accepted", func(st ProxyStats) bool {
+		return st.BytesUp >= before.BytesUp+2*14 && st.Accepted == before.Accepted+1
+	})
 	// Leaving Blackhole resets the connections that lost bytes; new ones work.
 	if err := p.Pass(); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []net.Conn{old, fresh} {
-		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		_ = c.SetDeadline(time.Now().Add(answerWait))
 		if _, err := c.Read(make([]byte, 16)); err == nil || isTimeout(err) {
 			t.Fatalf("read on a black-holed connection after Pass: err = %v, want reset/EOF", err)
 		}
@@ -130,19 +147,19 @@ func TestProxyReset(t *testing.T) {
 	s := Start(t)
 	p := NewProxy(t, s.Addr)
 	old := dial(t, p.Addr)
-	if _, err := ping(old, time.Second); err != nil {
+	if _, err := ping(old, answerWait); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Reset(); err != nil {
 		t.Fatal(err)
 	}
-	_ = old.SetDeadline(time.Now().Add(2 * time.Second))
+	_ = old.SetDeadline(time.Now().Add(answerWait))
 	if _, err := old.Read(make([]byte, 16)); !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("read on an existing connection after Reset: err = %v, want ECONNRESET", err)
 	}
 	// New connections are accepted, then reset.
 	c := dial(t, p.Addr)
-	if _, err := ping(c, 2*time.Second); err == nil || isTimeout(err) {
+	if _, err := ping(c, answerWait); err == nil || isTimeout(err) {
 		t.Fatalf("PING on a new connection in Reset: err = %v, want reset", err)
 	}
 	if err := p.Pass(); err != nil {
@@ -157,16 +174,16 @@ func TestProxyRefuse(t *testing.T) {
 	s := Start(t)
 	p := NewProxy(t, s.Addr)
 	old := dial(t, p.Addr)
-	if _, err := ping(old, time.Second); err != nil {
+	if _, err := ping(old, answerWait); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Refuse(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := net.DialTimeout("tcp", p.Addr, time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+	if _, err := net.DialTimeout("tcp", p.Addr, answerWait); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("dial in Refuse: err = %v, want ECONNREFUSED", err)
 	}
-	_ = old.SetDeadline(time.Now().Add(2 * time.Second))
+	_ = old.SetDeadline(time.Now().Add(answerWait))
 	if _, err := old.Read(make([]byte, 16)); err == nil || isTimeout(err) {
 		t.Fatalf("read on an existing connection in Refuse: err = %v, want reset/EOF", err)
 	}
@@ -184,10 +201,10 @@ func TestProxyTargetDown(t *testing.T) {
 	p := NewProxy(t, s.Addr)
 	s.Kill()
 	// The reset can beat the dial's own completion: either may report it.
-	c, err := net.DialTimeout("tcp", p.Addr, time.Second)
+	c, err := net.DialTimeout("tcp", p.Addr, answerWait)
 	if err == nil {
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		_ = c.SetDeadline(time.Now().Add(answerWait))
 		_, err = c.Read(make([]byte, 16))
 	}
 	if err == nil || isTimeout(err) {
@@ -205,9 +222,10 @@ func TestProxyCloseWithOpenConnections(t *testing.T) {
 	s := Start(t)
 	p := NewProxy(t, s.Addr)
 	a := dial(t, p.Addr)
-	if _, err := ping(a, time.Second); err != nil {
+	if _, err := ping(a, answerWait); err != nil {
 		t.Fatal(err)
 	}
+	read := p.Stats().BytesUp
 	if err := p.Delay(time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -221,11 +239,11 @@ func TestProxyCloseWithOpenConnections(t *testing.T) {
 	if _, err := b.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond) // let the proxy read it
+	waitStats(t, p, "both PINGs read", func(st ProxyStats) bool { return st.BytesUp >= read+2*14 })
 	p.Close()
 	p.Close() // idempotent
 	for _, c := range []net.Conn{a, b} {
-		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		_ = c.SetDeadline(time.Now().Add(answerWait))
 		if _, err := io.ReadAll(c); isTimeout(err) {
 			t.Fatalf("connection still open after Close: %v", err)
 		}

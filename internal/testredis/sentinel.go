@@ -100,7 +100,7 @@ sentinel parallel-syncs %s 1
 		}
 		d.Sentinels = append(d.Sentinels, s)
 	}
-	if err := d.WaitReady(30 * time.Second); err != nil {
+	if err := d.WaitReady(2 * startCap); err != nil {
 		return nil, err
 	}
 	return d, nil

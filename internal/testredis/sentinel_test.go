@@ -18,7 +18,7 @@ func TestSentinelFailover(t *testing.T) {
 	if _, err := p.Do("SET", "k", "v"); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.WaitReplicated(5 * time.Second); err != nil {
+	if err := p.WaitReplicated(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.Data[1].Do("SET", "k", "w"); err == nil || !strings.Contains(err.Error(), "READONLY") {
@@ -26,7 +26,7 @@ func TestSentinelFailover(t *testing.T) {
 	}
 
 	started := time.Now()
-	np, err := d.Failover(20 * time.Second)
+	np, err := d.Failover(60 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatalf("SET on the new primary: %v", err)
 	}
 	// The old primary is made a replica of the new one.
-	if err := d.WaitReady(30 * time.Second); err != nil {
+	if err := d.WaitReady(60 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("old primary back as a replica %v after the failover", time.Since(started).Round(time.Millisecond))

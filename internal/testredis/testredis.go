@@ -72,7 +72,7 @@ func (s *Server) start(bin string) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(startCap)
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-done:
@@ -98,8 +98,18 @@ func (s *Server) start(bin string) error {
 	}
 	_ = cmd.Process.Kill()
 	<-done
-	return fmt.Errorf("redis-server on %s did not answer PING within 10s: %s", s.Addr, s.log())
+	return fmt.Errorf("redis-server on %s did not answer PING within %v: %s", s.Addr, startCap, s.log())
 }
+
+// Caps on waits for a server process: far above what they take, so that a
+// busy machine only makes them slower, never fails them.
+const (
+	startCap = 30 * time.Second // to answer PING after the start
+	killCap  = 30 * time.Second // to stop answering after SIGKILL
+	portCap  = 30 * time.Second // for a restart to get its port back
+	replyCap = 30 * time.Second // for a reply to Do
+	pingCap  = 5 * time.Second  // for a reply to Ping (callers poll it)
+)
 
 func (s *Server) log() string {
 	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
@@ -120,7 +130,7 @@ func (s *Server) Kill() {
 		return
 	}
 	_ = cmd.Process.Kill()
-	for i := 0; i < 500 && Ping(s.Addr) == nil; i++ {
+	for deadline := time.Now().Add(killCap); time.Now().Before(deadline) && Ping(s.Addr) == nil; {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
@@ -146,13 +156,15 @@ func (s *Server) restart() error {
 		return err
 	}
 	var lastErr error
-	for range 50 {
+	for deadline := time.Now().Add(portCap); ; {
 		if lastErr = s.start(bin); lastErr == nil {
 			return nil
 		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("restart on %s, retried for %v: %w", s.Addr, portCap, lastErr)
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("restart on %s: %w", s.Addr, lastErr)
 }
 
 // Do sends one command over a fresh connection and returns the reply as
@@ -175,9 +187,9 @@ func processID(addr string) (int, error) {
 	return 0, fmt.Errorf("no process_id in INFO server")
 }
 
-// Ping returns nil when addr answers PING with PONG.
+// Ping returns nil when addr answers PING with PONG (within 5 s).
 func Ping(addr string) error {
-	r, err := Do(addr, "PING")
+	r, err := do(addr, pingCap, "PING")
 	if err != nil {
 		return err
 	}
@@ -187,14 +199,16 @@ func Ping(addr string) error {
 	return nil
 }
 
-// Do is Server.Do for any address.
-func Do(addr string, args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+// Do is Server.Do for any address. It waits up to 30 s for the reply.
+func Do(addr string, args ...string) (string, error) { return do(addr, replyCap, args...) }
+
+func do(addr string, wait time.Duration, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, wait)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetDeadline(time.Now().Add(wait))
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {
