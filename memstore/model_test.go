@@ -115,3 +115,32 @@ func TestModel(t *testing.T) {
 		})
 	}
 }
+
+// TestModelRegressions runs the fixed regression sequences (float64
+// arithmetic used to get them wrong) through the Limiter.
+func TestModelRegressions(t *testing.T) {
+	ml := newModelLimiter(t)
+	for i, sc := range refmodel.Regressions() {
+		k := modelKey{ml: ml, key: fmt.Sprintf("regression-%d", i), lim: sc.Limit}
+		if err := refmodel.RunScenario(sc, k, 0); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestModelSustainedRate: at 990,000/s, cost-1 requests (Allow) sent at
+// every µs until denied are admitted at the full rate.
+func TestModelSustainedRate(t *testing.T) {
+	t.Parallel()
+	ml := newModelLimiter(t)
+	lim := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 990_000, Period: time.Second}
+	const span = 1_000_000 // µs
+	n, err := refmodel.SustainedRate(lim, modelKey{ml: ml, key: "sustained", lim: lim}, 1_700_000_000_000_000, span)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 989_000 {
+		t.Fatalf("%d admitted in 1 s after the burst, want >= 989,000", n)
+	}
+	t.Logf("%v: %d admitted in 1 simulated second after the burst", lim, n)
+}

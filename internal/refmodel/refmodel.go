@@ -219,16 +219,23 @@ func (m *Model) countIn(lo, hi int64) int64 {
 
 func windowStart(t, P int64) int64 { return (t / P) * P }
 
-// estimate is SlidingWindow's weighted count at t.
+// estimate is SlidingWindow's weighted count at t: curr plus the rational
+// prev × (P − e) / P rounded up, by exact big.Int division (the same value
+// as a big.Rat's ceiling, without reducing the fraction first).
 func (m *Model) estimate(t int64) *big.Int {
 	P := m.p.Period
 	ws := windowStart(t, P)
 	curr := m.countIn(ws, ws+P)
 	prev := m.countIn(ws-P, ws)
-	e := t - ws
-	share := new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(prev), big.NewInt(P-e)), big.NewInt(P))
-	est := ceilRat(share)
-	return est.Add(est, big.NewInt(curr))
+	est := big.NewInt(curr)
+	if prev == 0 {
+		return est
+	}
+	s := &m.scratch
+	s.x.Mul(big.NewInt(prev), big.NewInt(t-ws-P)) // −prev × (P − e)
+	s.y.SetInt64(P)
+	s.x.Div(&s.x, &s.y) // floor(−x) = −ceil(x): Euclidean division by P > 0
+	return est.Sub(est, &s.x)
 }
 
 // tatAt is max(TAT, t).
@@ -240,7 +247,23 @@ func (m *Model) tatAt(t int64) *big.Rat {
 	return T
 }
 
-// free is TokenBucket's Capacity − (max(TAT, t) − t) × Rate / P.
+// lead returns the TAT's lead over t as lead / B (B the TAT's
+// denominator), or nil when the TAT is not after t (a full bucket).
+func (m *Model) lead(t int64) (lead, B *big.Int) {
+	if m.tat == nil {
+		return nil, nil
+	}
+	B = m.tat.Denom()
+	lead = new(big.Int).Mul(big.NewInt(t), B)
+	lead.Sub(m.tat.Num(), lead)
+	if lead.Sign() <= 0 {
+		return nil, nil
+	}
+	return lead, B
+}
+
+// free is TokenBucket's Capacity − (max(TAT, t) − t) × Rate / P, as a
+// big.Rat (the tests check the integer forms above against it).
 func (m *Model) free(t int64) *big.Rat {
 	used := new(big.Rat).Sub(m.tatAt(t), ratInt(t))
 	used.Mul(used, big.NewRat(m.p.Rate, m.p.Period))
@@ -258,16 +281,14 @@ func (m *Model) admitsAt(t, n int64) bool {
 		est := m.estimate(t)
 		return est.Add(est, big.NewInt(n)).Cmp(big.NewInt(R)) <= 0
 	case ratewarden.TokenBucket:
-		// n <= Capacity − (tat − t) × R / P with tat = max(TAT, t) = A/B:
-		// (A − t·B) × R <= (Capacity − n) × P × B, all exact integers.
-		if m.tat == nil || m.tat.Cmp(ratInt(t)) <= 0 {
+		// n <= Capacity − (tat − t) × R / P with tat − t = lead / B:
+		// lead × R <= (Capacity − n) × P × B, all exact integers.
+		lead, B := m.lead(t)
+		if lead == nil {
 			return true
 		}
 		s := &m.scratch
-		B := m.tat.Denom()
-		s.x.Mul(big.NewInt(t), B)
-		s.x.Sub(m.tat.Num(), &s.x)
-		s.x.Mul(&s.x, big.NewInt(R))
+		s.x.Mul(lead, big.NewInt(R))
 		s.y.Mul(big.NewInt(m.p.Capacity-n), big.NewInt(P))
 		s.y.Mul(&s.y, B)
 		return s.x.Cmp(&s.y) <= 0
@@ -288,7 +309,14 @@ func (m *Model) remaining(t int64) int64 {
 	case ratewarden.SlidingWindow:
 		rem = new(big.Int).Sub(big.NewInt(R), m.estimate(t))
 	case ratewarden.TokenBucket:
-		rem = floorRat(m.free(t))
+		// floor(Capacity − lead × R / (P × B)) = Capacity − ceil(…).
+		rem = big.NewInt(m.p.Capacity)
+		if lead, B := m.lead(t); lead != nil {
+			used := new(big.Int).Mul(lead, big.NewInt(R))
+			used.Neg(used)
+			used.Div(used, new(big.Int).Mul(big.NewInt(P), B)) // −ceil
+			rem.Add(rem, used)
+		}
 	default:
 		rem = big.NewInt(R - m.countIn(t-P+1, t+1))
 	}
@@ -301,7 +329,8 @@ func (m *Model) remaining(t int64) int64 {
 // full reports whether the whole allowance is available at t.
 func (m *Model) full(t int64) bool {
 	if m.p.Alg == ratewarden.TokenBucket {
-		return m.tat == nil || m.tat.Cmp(ratInt(t)) <= 0
+		lead, _ := m.lead(t)
+		return lead == nil
 	}
 	return m.remaining(t) == m.p.Capacity
 }
@@ -312,8 +341,7 @@ func (m *Model) full(t int64) bool {
 // search.
 func (m *Model) resetAfter(now int64) int64 {
 	if m.p.Alg == ratewarden.TokenBucket {
-		d := ceilRat(new(big.Rat).Sub(m.tatAt(now), ratInt(now)))
-		return d.Int64()
+		return m.tbFullIn(now)
 	}
 	return search(0, m.horizon(now), func(d int64) bool { return m.full(now + d) }, m.boundaries(now)...)
 }
@@ -328,6 +356,17 @@ func (m *Model) boundaries(now int64) []int64 {
 	return []int64{d, d + m.p.Period}
 }
 
+// tbFullIn is ceil(max(TAT, now) − now): the delay until the bucket is full.
+func (m *Model) tbFullIn(now int64) int64 {
+	lead, B := m.lead(now)
+	if lead == nil {
+		return 0
+	}
+	d := new(big.Int).Neg(lead)
+	d.Div(d, B) // −ceil(lead / B)
+	return -d.Int64()
+}
+
 // horizon is a delay (>= 1) after which nothing admitted so far is counted
 // any more: every request of at most Capacity is admitted then, and the
 // allowance is full. It bounds the searches.
@@ -339,7 +378,7 @@ func (m *Model) horizon(now int64) int64 {
 	case ratewarden.SlidingWindow:
 		return windowStart(now, P) + 2*P - now
 	case ratewarden.TokenBucket:
-		return max(ceilRat(new(big.Rat).Sub(m.tatAt(now), ratInt(now))).Int64(), 1)
+		return max(m.tbFullIn(now), 1)
 	default:
 		h := int64(1)
 		for _, e := range m.adm {
