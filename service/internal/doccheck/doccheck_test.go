@@ -39,7 +39,10 @@
 //   - go blocks are complete programs: each is written to a file outside the
 //     tree and run with `go run FILE` from the directory of the module that
 //     holds what it imports (the root module, or service/ when it imports
-//     the service module).
+//     the service module). A program whose output differs from the shown
+//     one runs again, on an emptied Redis, up to three times in all: its
+//     fallback's 50 ms deadline can be missed on a busy machine. Drift
+//     fails every attempt.
 //   - A sh run block that is one grpcurl command is not run with grpcurl
 //     (not installed here): the test makes the same call with grpc-go and
 //     prints the answer as grpcurl does (the JSON form of the response
@@ -57,7 +60,9 @@
 // 127.0.0.1:8081 (gRPC) become the document's free ports, and
 // 127.0.0.1:6379 and localhost:6379 the test's redis-server. Shell blocks
 // also get RATEWARDEN_HTTP_ADDR, RATEWARDEN_GRPC_ADDR (so `make run` listens
-// there) and RATEWARDEN_SERVER (the default server of `ratewarden check`);
+// there), RATEWARDEN_SERVER (the default server of `ratewarden check`) and
+// RATEWARDEN_REDIS_TIMEOUT=10s (a busy machine can miss the default 50 ms
+// per Redis call, and the failure policy would answer instead);
 // go blocks get RATEWARDEN_REDIS_URL. Shell blocks run with TMPDIR set to
 // a directory of the test's, shown as /tmp in their output (the demo writes
 // its chart there). Nothing listens beyond loopback.
