@@ -92,7 +92,7 @@ func TestCallerCancellationIsNotAStoreError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	cctx, ccancel := context.WithTimeout(context.Background(), requestCap)
 	defer ccancel()
 	_, err = rlspb.NewRateLimitServiceClient(conn).ShouldRateLimit(cctx, &rlspb.RateLimitRequest{Domain: "d", Descriptors: []*rlcommon.RateLimitDescriptor{desc("k", "v")}})
 	if status.Code(err) != codes.Canceled {

@@ -79,7 +79,7 @@ func start(t *testing.T, b server.Backend, opts ...server.Option) *server.Server
 		// Connections the client dialed but never used look new to the
 		// server, which waits up to 5 s for their first request: close them.
 		http.DefaultClient.CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), requestCap)
 		defer cancel()
 		if err := s.Shutdown(ctx); err != nil {
 			t.Errorf("shutdown: %v", err)
@@ -120,7 +120,7 @@ func desc(kv ...string) *rlcommon.RateLimitDescriptor {
 
 func shouldRL(t *testing.T, c rlspb.RateLimitServiceClient, domain string, hits uint32, ds ...*rlcommon.RateLimitDescriptor) *rlspb.RateLimitResponse {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), requestCap)
 	defer cancel()
 	resp, err := c.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: domain, Descriptors: ds, HitsAddend: hits})
 	if err != nil {
@@ -149,7 +149,7 @@ func get(t *testing.T, s *server.Server, path string) httpResp {
 
 func do(t *testing.T, method, url, body string, hdr ...string) httpResp {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), requestCap)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewBufferString(body))
 	if err != nil {
@@ -173,14 +173,31 @@ func do(t *testing.T, method, url, body string, hdr ...string) httpResp {
 	return r
 }
 
+// Caps on waits, far above what they take, so that a busy machine makes a
+// test slower but never fails it:
+const (
+	requestCap = 30 * time.Second // one request, or a shutdown
+	waitCap    = 60 * time.Second // a state the test brought about (eventually)
+)
+
 // alignWindow waits, when less than margin is left in the current
 // epoch-aligned window of period, for the next one to start, so that a
-// test's requests on a fixed window all land in one window.
-func alignWindow(period, margin time.Duration) {
+// test's requests on a fixed window all land in one window: the test may
+// then take up to margin. If the test fails and ran past the window's
+// end, that is said too.
+func alignWindow(t *testing.T, period, margin time.Duration) {
+	t.Helper()
 	left := period - time.Duration(time.Now().UnixNano())%period
 	if left < margin {
 		time.Sleep(left + 5*time.Millisecond)
+		left = period - time.Duration(time.Now().UnixNano())%period
 	}
+	end := time.Now().Add(left)
+	t.Cleanup(func() {
+		if t.Failed() && time.Now().After(end) {
+			t.Logf("the test ran past the end of its %v window (it had %v), so counts may have restarted: a busy machine?", period, left.Round(time.Millisecond))
+		}
+	})
 }
 
 // eventually polls cond every 20 ms until it holds or d passes.

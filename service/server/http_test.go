@@ -20,7 +20,7 @@ policies:
 
 func TestHTTPCheckPeekReset(t *testing.T) {
 	s := start(t, memBackend(t), server.WithConfig(parseConfig(t, httpPolicies)))
-	alignWindow(time.Hour, 5*time.Second)
+	alignWindow(t, time.Hour, time.Minute)
 	for i := range 3 {
 		r := post(t, s, "/v1/check", `{"key":"alice","policy":"api"}`)
 		if r.status != 200 || r.body["allowed"] != true || r.body["remaining"] != float64(2-i) {

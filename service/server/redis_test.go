@@ -50,7 +50,7 @@ func TestTwoInstancesShareExactLimits(t *testing.T) {
 		servers = append(servers, s)
 		clients = append(clients, rlsClient(t, s))
 	}
-	alignWindow(time.Hour, 10*time.Second)
+	alignWindow(t, time.Hour, time.Minute)
 
 	var httpOK, grpcOK, degraded atomic.Int64
 	var wg sync.WaitGroup
@@ -137,12 +137,12 @@ func TestRedisOutage(t *testing.T) {
 	// and dials; a slow first call may be answered by the failure policy.
 	// Wait until every policy is decided by Redis before the outage.
 	for _, p := range []string{"open", "closed", "local"} {
-		eventually(t, 10*time.Second, p+" decided by Redis before the outage", func() bool {
+		eventually(t, waitCap, p+" decided by Redis before the outage", func() bool {
 			r := check(p)
 			return r.status == 200 && r.body["source"] == "store" && r.body["allowed"] == true
 		})
 	}
-	eventually(t, 10*time.Second, "/readyz 200 before the outage", func() bool { return get(t, s, "/readyz").status == 200 })
+	eventually(t, waitCap, "/readyz 200 before the outage", func() bool { return get(t, s, "/readyz").status == 200 })
 
 	// Load: every answer must be a 200 decision, whatever Redis does.
 	stop := make(chan struct{})
@@ -174,12 +174,12 @@ func TestRedisOutage(t *testing.T) {
 		allowed bool
 	}{"open": {"fail_open", true}, "closed": {"fail_closed", false}, "local": {"local_fallback", true}}
 	for p, w := range want {
-		eventually(t, 10*time.Second, p+" degraded to "+w.source, func() bool {
+		eventually(t, waitCap, p+" degraded to "+w.source, func() bool {
 			r := check(p)
 			return r.status == 200 && r.body["source"] == w.source && r.body["allowed"] == w.allowed && r.body["degraded"] == true
 		})
 	}
-	eventually(t, 10*time.Second, "/readyz 503", func() bool { return get(t, s, "/readyz").status == 503 })
+	eventually(t, waitCap, "/readyz 503", func() bool { return get(t, s, "/readyz").status == 503 })
 	for _, src := range []string{"fail_open", "fail_closed", "local_fallback"} {
 		if got := metric(t, s, "ratewarden_degraded_decisions_total", `source="`+src+`"`); got == 0 {
 			t.Errorf("no degraded decisions counted for %s", src)
@@ -187,18 +187,18 @@ func TestRedisOutage(t *testing.T) {
 	}
 	// Degraded answers start with the first failed call; the breaker opens
 	// only after several, so wait for it.
-	eventually(t, 10*time.Second, "fail_closed breaker open or half-open", func() bool {
+	eventually(t, waitCap, "fail_closed breaker open or half-open", func() bool {
 		return metric(t, s, "ratewarden_breaker_state", `failure_policy="fail_closed"`) != 0
 	})
 
 	rs.Restart(t)
 	for _, p := range []string{"open", "closed", "local"} {
-		eventually(t, 15*time.Second, p+" back on Redis", func() bool {
+		eventually(t, waitCap, p+" back on Redis", func() bool {
 			r := check(p)
 			return r.status == 200 && r.body["source"] == "store" && r.body["allowed"] == true
 		})
 	}
-	eventually(t, 10*time.Second, "/readyz 200", func() bool { return get(t, s, "/readyz").status == 200 })
+	eventually(t, waitCap, "/readyz 200", func() bool { return get(t, s, "/readyz").status == 200 })
 	if answered.Load() == 0 || failed.Load() != 0 {
 		t.Errorf("under load: %d answered, %d failed", answered.Load(), failed.Load())
 	}

@@ -24,7 +24,7 @@ func TestHotReloadKeepsOldConfigWhenBroken(t *testing.T) {
 
 	// A valid edit is picked up by polling.
 	writeFile(t, f, "policies:\n  api: 2/1h fixed_window\n  new: 5/1m\n")
-	eventually(t, 5*time.Second, "reload to rate 2", func() bool { return rate() == 2 })
+	eventually(t, waitCap, "reload to rate 2", func() bool { return rate() == 2 })
 	if r := post(t, s, "/v1/check", `{"key":"k","policy":"new"}`); r.body["allowed"] != true {
 		t.Fatalf("new policy: %s", r.raw)
 	}
@@ -32,7 +32,7 @@ func TestHotReloadKeepsOldConfigWhenBroken(t *testing.T) {
 	// A broken edit is reported and the old config stays in force.
 	before := metric(t, s, "ratewarden_config_reloads_total", `result="failure"`)
 	writeFile(t, f, "policies:\n  api: 3/1h fixed_window\n  new: {rate: -1}\n")
-	eventually(t, 5*time.Second, "a failed reload", func() bool {
+	eventually(t, waitCap, "a failed reload", func() bool {
 		return metric(t, s, "ratewarden_config_reloads_total", `result="failure"`) > before
 	})
 	if rate() != 2 {
@@ -55,7 +55,7 @@ func TestHotReloadKeepsOldConfigWhenBroken(t *testing.T) {
 
 	// Fixing the file recovers.
 	writeFile(t, f, "policies:\n  api: 4/1h fixed_window\n")
-	eventually(t, 5*time.Second, "reload to rate 4", func() bool { return rate() == 4 })
+	eventually(t, waitCap, "reload to rate 4", func() bool { return rate() == 4 })
 	if got := metric(t, s, "ratewarden_config_last_reload_successful"); got != 1 {
 		t.Errorf("last_reload_successful = %v after recovery", got)
 	}
@@ -85,7 +85,7 @@ func TestReloadRefusesEmptyConfig(t *testing.T) {
 
 	before := metric(t, s, "ratewarden_config_reloads_total", `result="failure"`)
 	writeFile(t, f, "")
-	eventually(t, 5*time.Second, "a failed reload", func() bool {
+	eventually(t, waitCap, "a failed reload", func() bool {
 		return metric(t, s, "ratewarden_config_reloads_total", `result="failure"`) > before
 	})
 	if got := metric(t, s, "ratewarden_config_last_reload_successful"); got != 0 {

@@ -34,7 +34,7 @@ descriptors:
 func hourlyServer(t *testing.T) rlspb.RateLimitServiceClient {
 	t.Helper()
 	c := rlsClient(t, start(t, memBackend(t), server.WithConfig(parseConfig(t, hourlyConfig))))
-	alignWindow(time.Hour, 10*time.Second)
+	alignWindow(t, time.Hour, time.Minute)
 	return c
 }
 
@@ -87,7 +87,7 @@ func TestOverrideMultiplierOverflow(t *testing.T) {
 	} {
 		d := override(1, tc.unit, "k", "mult")
 		d.Limit.UnitMultiplier = wrapperspb.UInt32(tc.mult)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), requestCap)
 		_, err := c.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "hourly", Descriptors: []*rlcommon.RateLimitDescriptor{d}})
 		cancel()
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "unit_multiplier") {
@@ -136,7 +136,7 @@ descriptors:
 	wantCodes(t, "override 1/YEAR", shouldRL(t, c, "long", 1, override(1, typepb.RateLimitUnit_YEAR, "w", "c")), ok, ok)
 	for _, d := range []*rlcommon.RateLimitDescriptor{override(1, typepb.RateLimitUnit_MONTH, "w", "d"), override(1, typepb.RateLimitUnit_YEAR, "w", "d")} {
 		d.Limit.UnitMultiplier = wrapperspb.UInt32(map[typepb.RateLimitUnit]uint32{typepb.RateLimitUnit_MONTH: 13, typepb.RateLimitUnit_YEAR: 2}[d.Limit.Unit])
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), requestCap)
 		_, err := c.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "long", Descriptors: []*rlcommon.RateLimitDescriptor{d}})
 		cancel()
 		if status.Code(err) != codes.InvalidArgument {

@@ -62,7 +62,7 @@ func wantCodes(t *testing.T, what string, r *rlspb.RateLimitResponse, overall rl
 func TestEnvoyExampleConfig(t *testing.T) {
 	c := exampleServer(t)
 	hc := hourlyServer(t) // aligns to the hour; then the minute:
-	alignWindow(time.Minute, 3*time.Second)
+	alignWindow(t, time.Minute, 15*time.Second)
 
 	t.Run("key only: each value counts separately", func(t *testing.T) {
 		// The example's 10/second, as 10/hour in a test-only domain: a
@@ -208,7 +208,7 @@ func TestEnvoyExampleConfig(t *testing.T) {
 
 func TestGRPCBadInputConsumesNothing(t *testing.T) {
 	c := exampleServer(t)
-	alignWindow(time.Minute, 3*time.Second)
+	alignWindow(t, time.Minute, 15*time.Second)
 	neg := desc("client_id", "bad")
 	neg.IsNegativeHits = true
 	neg.HitsAddend = wrapperspb.UInt64(1)
@@ -226,7 +226,7 @@ func TestGRPCBadInputConsumesNothing(t *testing.T) {
 		{"unsupported override unit", &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{desc("client_id", "bad"), badUnit}}},
 	}
 	for _, tc := range cases {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), requestCap)
 		_, err := c.ShouldRateLimit(ctx, tc.req)
 		cancel()
 		if status.Code(err) != codes.InvalidArgument {
@@ -240,8 +240,8 @@ func TestGRPCBadInputConsumesNothing(t *testing.T) {
 func TestGRPCHealth(t *testing.T) {
 	s := start(t, memBackend(t), server.WithConfig(parseConfig(t, httpPolicies)))
 	hc := healthClient(t, s)
-	eventually(t, 5*time.Second, "SERVING", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	eventually(t, waitCap, "SERVING", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), requestCap)
 		defer cancel()
 		r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: rlspb.RateLimitService_ServiceDesc.ServiceName})
 		return err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING
@@ -257,7 +257,7 @@ func TestGRPCReflection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), requestCap)
 	defer cancel()
 	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
 	if err != nil {
