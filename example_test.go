@@ -159,11 +159,13 @@ func ExampleLimit_String() {
 	fmt.Println(ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20})
 	fmt.Println(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 5, Period: 90 * time.Second})
 	fmt.Println(ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 1, Period: 48 * time.Hour})
+	fmt.Println(ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 5, Period: time.Minute})
 	// Output:
 	// 100/1m
 	// 10/1s burst 20 token_bucket
 	// 5/90s fixed_window
-	// 1/2d sliding_log
+	// 1/2d
+	// 5/1m sliding_window
 }
 
 func ExampleLimit_Validate() {
@@ -176,10 +178,15 @@ func ExampleLimit_Validate() {
 	// ratewarden: invalid limit: burst applies only to token_bucket, got burst 5 with fixed_window
 }
 
+// The helpers pick DefaultAlgorithm: exact sliding_log below 100 per
+// period, sliding_window from there.
 func ExamplePerMinute() {
-	l := ratewarden.PerMinute(60)
-	fmt.Println(l, l.Algorithm, l.Scope())
-	// Output: 60/1m sliding_window sliding_window:1m
+	for _, l := range []ratewarden.Limit{ratewarden.PerMinute(60), ratewarden.PerMinute(1000)} {
+		fmt.Println(l, l.Algorithm, l.Scope())
+	}
+	// Output:
+	// 60/1m sliding_log sliding_log:1m
+	// 1000/1m sliding_window sliding_window:1m
 }
 
 func ExampleDecision_Binding() {

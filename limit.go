@@ -8,7 +8,9 @@ import (
 	"time"
 )
 
-// Algorithm selects how a Limit counts. The zero value is SlidingWindow.
+// Algorithm selects how a Limit counts. The zero value is SlidingWindow;
+// a Limit made without naming one (PerMinute, ParseLimit("5/1m"), the
+// service's config) gets DefaultAlgorithm(rate) instead.
 type Algorithm uint8
 
 const (
@@ -16,7 +18,10 @@ const (
 	// of it still overlaps the sliding window, plus the current window's
 	// count: O(1) state, smooth, and an approximation of a true sliding
 	// window (it assumes the previous window's requests were evenly spread).
-	// It is the default.
+	// Under steady traffic at or above the rate it admits Rate − 1 per
+	// window, not Rate: the last unit of the previous window still weighs
+	// 1 (rounded up) until the window ends. That loses under 1% from a rate
+	// of DefaultWindowRate, which is why it is the default only from there.
 	SlidingWindow Algorithm = iota
 	// FixedWindow counts requests in epoch-aligned windows of Period
 	// (for 1m: 12:00:00–12:00:59.999999). Exact and cheapest, but a client
@@ -33,6 +38,23 @@ const (
 
 	numAlgorithms
 )
+
+// DefaultWindowRate is the smallest Rate for which DefaultAlgorithm is
+// SlidingWindow; below it, SlidingLog.
+const DefaultWindowRate = 100
+
+// DefaultAlgorithm is the algorithm of a Limit that names none: SlidingLog
+// (exact, at most Rate units in any span of Period, one log entry per unit)
+// for rates below DefaultWindowRate, where SlidingWindow's one lost unit
+// per window would be more than 1% ("5/1m" would admit 4 per minute);
+// SlidingWindow (O(1) state, at least 99% of Rate under steady traffic)
+// from DefaultWindowRate on.
+func DefaultAlgorithm(rate int64) Algorithm {
+	if rate < DefaultWindowRate {
+		return SlidingLog
+	}
+	return SlidingWindow
+}
 
 var algorithmNames = [numAlgorithms]string{"sliding_window", "fixed_window", "token_bucket", "sliding_log"}
 
@@ -93,7 +115,8 @@ const (
 // Limit is a rate: Rate units per Period, counted by Algorithm.
 //
 // The zero Limit is invalid. Use the PerSecond, PerMinute, PerHour and
-// PerDay helpers for the default algorithm, or fill the struct:
+// PerDay helpers for the default algorithm (DefaultAlgorithm), or fill the
+// struct, naming the algorithm (its zero value is SlidingWindow):
 //
 //	ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}
 type Limit struct {
@@ -109,17 +132,21 @@ type Limit struct {
 	Burst int64
 }
 
-// PerSecond returns a SlidingWindow limit of n per second.
-func PerSecond(n int64) Limit { return Limit{Rate: n, Period: time.Second} }
+// PerSecond returns a limit of n per second with DefaultAlgorithm(n).
+func PerSecond(n int64) Limit { return per(n, time.Second) }
 
-// PerMinute returns a SlidingWindow limit of n per minute.
-func PerMinute(n int64) Limit { return Limit{Rate: n, Period: time.Minute} }
+// PerMinute returns a limit of n per minute with DefaultAlgorithm(n).
+func PerMinute(n int64) Limit { return per(n, time.Minute) }
 
-// PerHour returns a SlidingWindow limit of n per hour.
-func PerHour(n int64) Limit { return Limit{Rate: n, Period: time.Hour} }
+// PerHour returns a limit of n per hour with DefaultAlgorithm(n).
+func PerHour(n int64) Limit { return per(n, time.Hour) }
 
-// PerDay returns a SlidingWindow limit of n per day (24h).
-func PerDay(n int64) Limit { return Limit{Rate: n, Period: 24 * time.Hour} }
+// PerDay returns a limit of n per day (24h) with DefaultAlgorithm(n).
+func PerDay(n int64) Limit { return per(n, 24*time.Hour) }
+
+func per(n int64, period time.Duration) Limit {
+	return Limit{Algorithm: DefaultAlgorithm(n), Rate: n, Period: period}
+}
 
 // Capacity is the largest cost a single request can have: Burst (or Rate
 // when Burst is 0) for TokenBucket, Rate otherwise.
@@ -188,8 +215,9 @@ func (l Limit) Scope() string {
 //
 // where <period> is a count and a unit (ms, s, m, h, d), the largest unit
 // that divides the period; the burst appears when non-zero and the algorithm
-// when it is not the default (SlidingWindow). Examples: "100/1m",
-// "10/1s burst 20 token_bucket", "5/1500ms fixed_window".
+// when it is not DefaultAlgorithm(Rate). Examples: "100/1m" (sliding_window),
+// "5/1m" (sliding_log), "5/1m sliding_window", "10/1s burst 20 token_bucket",
+// "5/1500ms fixed_window".
 func (l Limit) String() string {
 	var b strings.Builder
 	b.WriteString(strconv.FormatInt(l.Rate, 10))
@@ -199,7 +227,7 @@ func (l Limit) String() string {
 		b.WriteString(" burst ")
 		b.WriteString(strconv.FormatInt(l.Burst, 10))
 	}
-	if l.Algorithm != SlidingWindow {
+	if l.Algorithm != DefaultAlgorithm(l.Rate) {
 		b.WriteByte(' ')
 		b.WriteString(l.Algorithm.String())
 	}
@@ -232,6 +260,7 @@ func formatPeriod(d time.Duration) string {
 //	option    = "burst" decimal integer | algorithm
 //	algorithm = "sliding_window" | "fixed_window" | "token_bucket" | "sliding_log"
 //
+// Without an algorithm the limit gets DefaultAlgorithm(rate).
 // ParseLimit(l.String()) == l for every valid l.
 func ParseLimit(s string) (Limit, error) {
 	fields := strings.Fields(s)
@@ -247,7 +276,7 @@ func ParseLimit(s string) (Limit, error) {
 	if err != nil {
 		return Limit{}, fmt.Errorf("%w: rate %q: %v", ErrInvalidLimit, rateStr, err)
 	}
-	l.Rate = rate
+	l.Rate, l.Algorithm = rate, DefaultAlgorithm(rate)
 	if l.Period, err = parsePeriod(periodStr); err != nil {
 		return Limit{}, fmt.Errorf("%w: period %q: %v", ErrInvalidLimit, periodStr, err)
 	}

@@ -66,7 +66,7 @@ func TestHelpers(t *testing.T) {
 		{ratewarden.PerHour(3), time.Hour},
 		{ratewarden.PerDay(3), 24 * time.Hour},
 	} {
-		want := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 3, Period: c.want}
+		want := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 3, Period: c.want} // DefaultAlgorithm(3)
 		if c.got != want {
 			t.Errorf("got %#v, want %#v", c.got, want)
 		}
@@ -101,11 +101,15 @@ var parseTests = []struct {
 	{"3/60s", ratewarden.PerMinute(3), "3/1m"},
 	{"4/1000ms", ratewarden.PerSecond(4), "4/1s"},
 	{"1/24h", ratewarden.PerDay(1), "1/1d"},
-	{"7/90s", ratewarden.Limit{Rate: 7, Period: 90 * time.Second}, "7/90s"},
-	{"2/d sliding_log", ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 2, Period: 24 * time.Hour}, "2/1d sliding_log"},
-	{"  9/2h \t sliding_window ", ratewarden.Limit{Rate: 9, Period: 2 * time.Hour}, "9/2h"},
+	{"7/90s", ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 7, Period: 90 * time.Second}, "7/90s"},
+	{"2/d sliding_log", ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 2, Period: 24 * time.Hour}, "2/1d"},
+	{"  9/2h \t sliding_window ", ratewarden.Limit{Rate: 9, Period: 2 * time.Hour}, "9/2h sliding_window"},
 	{"6/1ms token_bucket", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 6, Period: time.Millisecond}, "6/1ms token_bucket"},
-	{"1/366d", ratewarden.Limit{Rate: 1, Period: ratewarden.MaxPeriod}, "1/366d"},
+	{"1/366d", ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 1, Period: ratewarden.MaxPeriod}, "1/366d"},
+	// DefaultAlgorithm switches to sliding_window at DefaultWindowRate.
+	{"99/1m", ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 99, Period: time.Minute}, "99/1m"},
+	{"100/1m", ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 100, Period: time.Minute}, "100/1m"},
+	{"100/1m sliding_log", ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 100, Period: time.Minute}, "100/1m sliding_log"},
 }
 
 func TestParseLimit(t *testing.T) {

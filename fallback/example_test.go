@@ -48,7 +48,7 @@ func Example() {
 	fmt.Println("source:", last.Source, "degraded:", last.Degraded(), "share:", last.Limit)
 	// Output:
 	// admitted: 25
-	// source: local_fallback degraded: true share: 25/1m
+	// source: local_fallback degraded: true share: 25/1m sliding_window
 }
 
 func ExampleNew() {

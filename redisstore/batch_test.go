@@ -234,7 +234,7 @@ func TestBatchBadKeyFailsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 3, Period: time.Second}
-	good := ratewarden.PerSecond(10)
+	good := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 10, Period: time.Second}
 	do(t, srv, "SET", s.Key("wrong", bad), "not a sorted set")
 	check := func(key string, lim ratewarden.Limit) error {
 		return s.Check(bg, &ratewarden.Request{Key: key, Limits: []ratewarden.Limit{lim}, Cost: 1}, make([]ratewarden.Result, 1))

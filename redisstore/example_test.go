@@ -75,7 +75,7 @@ func ExampleStore_Key() {
 	}
 	fmt.Println(store.Key("user:42", ratewarden.PerMinute(100)))
 	fmt.Println(store.Key("user:42", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}))
-	fmt.Println(store.Key("odd{key}", ratewarden.PerHour(5)))
+	fmt.Println(store.Key("odd{key}", ratewarden.PerHour(500)))
 	// Output:
 	// rw:{user:42}:sliding_window:1m
 	// rw:{user:42}:token_bucket:1s

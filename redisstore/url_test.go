@@ -182,7 +182,7 @@ func allowOnce(t *testing.T, c rueidis.Client, key string) ratewarden.Result {
 		t.Fatal(err)
 	}
 	lim, _ := ratewarden.New(s)
-	r, err := lim.Allow(bg, key, ratewarden.PerMinute(5))
+	r, err := lim.Allow(bg, key, ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 5, Period: time.Minute})
 	if err != nil || !r.Allowed || r.Remaining != 4 {
 		t.Fatalf("Allow(%q) = %+v, %v; want allowed with 4 remaining", key, r, err)
 	}

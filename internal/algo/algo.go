@@ -27,6 +27,9 @@ import (
 // keep it below 2^53, where the scripts' doubles are exact).
 func MulDiv(a, b, c int64) (q, r int64) {
 	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi == 0 { // the common case: a 64-bit division is cheaper
+		return int64(lo / uint64(c)), int64(lo % uint64(c))
+	}
 	uq, ur := bits.Div64(hi, lo, uint64(c))
 	return int64(uq), int64(ur)
 }

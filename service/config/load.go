@@ -445,6 +445,9 @@ func (p *parser) policy(f field) {
 				ok = false
 				break
 			}
+			if !algSet {
+				alg = ratewarden.DefaultAlgorithm(rate)
+			}
 			lim := ratewarden.Limit{Algorithm: alg, Rate: rate, Period: pl.Period}
 			if burst != limitUnset {
 				lim.Burst = burst

@@ -67,7 +67,7 @@ func chartTitle(rep *Report) string {
 }
 
 func chartSubtitle(rep *Report) string {
-	return fmt.Sprintf("%s behind a round-robin proxy, one client, limit %v", plural(rep.Replicas, "replica", "replicas"), rep.Limit)
+	return fmt.Sprintf("%s behind a round-robin proxy, one client, limit %s", plural(rep.Replicas, "replica", "replicas"), limitText(rep.Limit))
 }
 
 func renderChart(rep *Report, series []chartSeries) []byte {

@@ -17,7 +17,7 @@ const maxReplicaColumns = 6
 
 func printHeader(w io.Writer, cfg *Config, rep *Report) {
 	fmt.Fprintf(w, "ratewarden demo: one client, %s behind a round-robin proxy (all on 127.0.0.1)\n", plural(cfg.Replicas, "API replica", "API replicas"))
-	fmt.Fprintf(w, "  limit:        %v  (the promise: at most %s per %s for this client)\n", cfg.Limit, plural(int(cfg.Limit.Capacity()), "request", "requests"), periodOf(cfg.Limit))
+	fmt.Fprintf(w, "  limit:        %s  (the promise: at most %s per %s for this client)\n", limitText(cfg.Limit), plural(int(cfg.Limit.Capacity()), "request", "requests"), periodOf(cfg.Limit))
 	fmt.Fprintf(w, "  traffic:      %s per run, %d in flight\n", plural(cfg.Requests, "request", "requests"), cfg.Concurrency)
 	fmt.Fprintf(w, "  shared state: %s\n", rep.Shared)
 	if cfg.Race {
@@ -223,6 +223,15 @@ func (p *progressBar) stop() {
 }
 
 // periodOf is the period as the limit's String form writes it ("1m").
+// limitText is l's String form with the algorithm always named (String
+// leaves out the default one): the demo is about how a limit counts.
+func limitText(l ratewarden.Limit) string {
+	if l.Algorithm == ratewarden.DefaultAlgorithm(l.Rate) {
+		return l.String() + " " + l.Algorithm.String()
+	}
+	return l.String()
+}
+
 func periodOf(l ratewarden.Limit) string {
 	_, p, _ := strings.Cut(strings.Fields(l.String())[0], "/")
 	return p
