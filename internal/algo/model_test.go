@@ -116,3 +116,28 @@ func TestModelSustainedRate(t *testing.T) {
 	}
 	t.Logf("%v: %d admitted in 1 simulated second after the burst", lim, n)
 }
+
+// TestModelLongRuns runs fewer, longer sequences (300 steps), so that the
+// bounds on admissions are checked over many admissions and windows.
+func TestModelLongRuns(t *testing.T) {
+	for alg := range ratewarden.Algorithm(4) {
+		t.Run(alg.String(), func(t *testing.T) {
+			t.Parallel()
+			cfg := refmodel.Config{Steps: 300, Base: 1_700_000_000_000_000, Spread: 100_000_000_000_000}
+			var st refmodel.Stats
+			const cases = 60
+			for c := range uint64(cases) {
+				seed := uint64(alg)<<32 | c
+				r := rand.New(rand.NewPCG(seed, 0x6c6f6e67))
+				lim := refmodel.RandLimit(r, alg)
+				s, err := refmodel.RunCase(r, lim, &modelSystem{p: FromLimit(lim)}, cfg)
+				if err != nil {
+					t.Fatalf("case seed %#x: %v", seed, err)
+				}
+				st.Admitted += s.Admitted
+				st.Denied += s.Denied
+			}
+			t.Logf("%s: %d cases of %d steps (%d denied, %d admissions)", alg, cases, cfg.Steps, st.Denied, st.Admitted)
+		})
+	}
+}

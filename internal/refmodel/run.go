@@ -34,6 +34,9 @@ type Config struct {
 	// MaxSteps bounds the steps of a case (at least 1); a case draws 1 to
 	// MaxSteps of them, mostly few.
 	MaxSteps int
+	// Steps, when positive, is the exact number of steps of every case
+	// instead (long runs, for the bounds over many admissions).
+	Steps int
 	// Base and Spread place the first instant in [Base, Base+Spread).
 	Base, Spread int64
 	// LimiterOps restricts the operations to the ratewarden.Limiter's:
@@ -58,6 +61,9 @@ func RunCase(r *rand.Rand, lim ratewarden.Limit, sys System, cfg Config) (Stats,
 	steps := 1 + r.IntN(max(cfg.MaxSteps, 1))
 	if r.IntN(4) != 0 {
 		steps = 1 + r.IntN(min(max(cfg.MaxSteps, 1), 8))
+	}
+	if cfg.Steps > 0 {
+		steps = cfg.Steps
 	}
 	now := RandStart(r, p, cfg.Base, cfg.Spread)
 	var st Stats
