@@ -53,7 +53,7 @@ if [ -z "$have" ]; then
 fi
 if [ "$(printf '%s\n%s\n' "$MIN_REDIS" "$have" | sort -V | head -n 1)" != "$MIN_REDIS" ]; then
   echo "install-test-deps: $(command -v redis-server) is Redis $have; the tests need Redis >= $MIN_REDIS." >&2
-  echo "  Debian 12 and Ubuntu 22.04 ship a new enough redis-server (apt-get install redis-server);" >&2
-  echo "  on an older release, install Redis >= $MIN_REDIS from its maintainers' packages and put it first on PATH." >&2
+  echo "  Debian 12 and Ubuntu 24.04 ship a new enough redis-server (apt-get install redis-server);" >&2
+  echo "  Ubuntu 22.04 and older ship 6.0: install Redis >= $MIN_REDIS from its maintainers' packages and put it first on PATH." >&2
   exit 1
 fi

@@ -93,7 +93,14 @@ func TestDefaultKeepsRatePerPeriod(t *testing.T) {
 // steady traffic at or above the rate it admits exactly Rate − 1 per
 // window (the table in docs/algorithms.md).
 func TestSlidingWindowLosesOneUnit(t *testing.T) {
-	for _, rate := range []int64{2, 3, 5, 10, 20, 50, 99, 100, 1000} {
+	for _, speed := range []int64{1, 2, 4} {
+		// Rate 1: the one unit of a window blocks the whole next one.
+		l := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 1, Period: 60e9}
+		if c := steadyAdmitted(l, speed, 6); c[2]+c[3] != 1 || c[4]+c[5] != 1 {
+			t.Errorf("%v at %d×: windows admitted %v, want 1 and 0 alternating", l, speed, c)
+		}
+	}
+	for _, rate := range []int64{2, 3, 5, 10, 20, 50, 99, 100, 1000, 10_000} {
 		for _, speed := range []int64{1, 2, 4} {
 			l := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: rate, Period: 60e9}
 			counts := steadyAdmitted(l, speed, 5)
