@@ -78,12 +78,47 @@ func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 	return opt, nil
 }
 
-func parseURL(rawURL string) (opt rueidis.ClientOption, err error) {
-	// net/url takes one host only: cut the comma-separated host list out
-	// of the authority and parse the rest with a placeholder host.
+func parseURL(rawURL string) (rueidis.ClientOption, error) {
+	u, hostList, err := splitURL(rawURL)
+	if err != nil {
+		return rueidis.ClientOption{}, err
+	}
+	sentinel, scheme, err := urlScheme(u)
+	if err != nil {
+		return rueidis.ClientOption{}, err
+	}
+	q := u.Query()
+	if err := checkParams(q); err != nil {
+		return rueidis.ClientOption{}, err
+	}
+	base, err := rueidisURL(u, q, hostList, scheme, sentinel)
+	if err != nil {
+		return rueidis.ClientOption{}, err
+	}
+	opt, err := rueidis.ParseURL(base.String())
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return rueidis.ClientOption{}, urlErr("%s", strings.TrimPrefix(err.Error(), "redis: "))
+	}
+	opt.DisableCache = true
+	for _, step := range []func(*rueidis.ClientOption, url.Values, bool) error{checkParsed, applySentinel, applyTuning} {
+		if err := step(&opt, q, sentinel); err != nil {
+			return rueidis.ClientOption{}, err
+		}
+	}
+	return opt, nil
+}
+
+// splitURL parses rawURL and returns its comma-separated host list apart:
+// net/url takes one host only, so the list is cut out of the authority and
+// the rest parsed with a placeholder host.
+func splitURL(rawURL string) (*url.URL, string, error) {
 	i := strings.Index(rawURL, "://")
 	if i < 0 {
-		return opt, urlErr("no scheme (want redis://, rediss://, redis-sentinel://, rediss-sentinel:// or unix://)")
+		return nil, "", urlErr("no scheme (want redis://, rediss://, redis-sentinel://, rediss-sentinel:// or unix://)")
 	}
 	hostList, toParse := "", rawURL
 	if !strings.HasPrefix(rawURL, "unix:") {
@@ -104,10 +139,15 @@ func parseURL(rawURL string) (opt rueidis.ClientOption, err error) {
 		if errors.As(err, &ue) {
 			err = ue.Err // url.Error repeats the URL, password included
 		}
-		return opt, urlErr("%v", err)
+		return nil, "", urlErr("%v", err)
 	}
-	sentinel := false
-	scheme := u.Scheme
+	return u, hostList, nil
+}
+
+// urlScheme checks u's scheme and returns whether it is a Sentinel URL and
+// the scheme rueidis reads for it.
+func urlScheme(u *url.URL) (sentinel bool, scheme string, err error) {
+	scheme = u.Scheme
 	switch u.Scheme {
 	case "redis", "rediss":
 	case "redis-sentinel":
@@ -116,121 +156,155 @@ func parseURL(rawURL string) (opt rueidis.ClientOption, err error) {
 		sentinel, scheme = true, "rediss"
 	case "unix":
 		if strings.Contains(u.Host, ",") {
-			return opt, urlErr("unix: one socket path only")
+			return false, "", urlErr("unix: one socket path only")
 		}
 	case "":
-		return opt, urlErr("no scheme (want redis://, rediss://, redis-sentinel://, rediss-sentinel:// or unix://)")
+		return false, "", urlErr("no scheme (want redis://, rediss://, redis-sentinel://, rediss-sentinel:// or unix://)")
 	default:
-		return opt, urlErr("unknown scheme %q (want redis, rediss, redis-sentinel, rediss-sentinel or unix)", u.Scheme)
+		return false, "", urlErr("unknown scheme %q (want redis, rediss, redis-sentinel, rediss-sentinel or unix)", u.Scheme)
 	}
 	if u.Opaque != "" {
-		return opt, urlErr("%s: want %s://host...", u.Scheme, u.Scheme)
+		return false, "", urlErr("%s: want %s://host...", u.Scheme, u.Scheme)
 	}
-	q := u.Query()
+	return sentinel, scheme, nil
+}
+
+func checkParams(q url.Values) error {
 	for name := range q {
 		if !knownParams[name] {
-			return opt, urlErr("unknown parameter %q", name)
+			return urlErr("unknown parameter %q", name)
 		}
 	}
 	if q.Has("client_cache") {
-		return opt, urlErr("parameter client_cache: the Store does not use client-side caching; it is always off")
+		return urlErr("parameter client_cache: the Store does not use client-side caching; it is always off")
 	}
+	return nil
+}
 
-	// What rueidis.ParseURL reads stays in base; hosts after the first
-	// become addr parameters, and a Sentinel URL's master set moves from
-	// the path to master_set.
+// rueidisURL is u in the form rueidis.ParseURL reads: the parameters it
+// knows, the hosts after the first as addr parameters, and a Sentinel
+// URL's master set moved from the path to master_set.
+func rueidisURL(u *url.URL, q url.Values, hostList, scheme string, sentinel bool) (url.URL, error) {
 	base := *u
 	base.Scheme = scheme
 	bq := url.Values{}
 	for _, name := range []string{"db", "dial_timeout", "write_timeout", "client_name", "protocol", "max_retries", "skip_verify"} {
 		if vs, ok := q[name]; ok {
 			if len(vs) > 1 {
-				return opt, urlErr("parameter %s given %d times", name, len(vs))
+				return base, urlErr("parameter %s given %d times", name, len(vs))
 			}
 			bq[name] = vs
 		}
 	}
 	if u.Scheme != "unix" {
-		defPort := "6379"
-		if sentinel {
-			defPort = "26379"
-		}
-		var hosts []string
-		for h := range strings.SplitSeq(hostList, ",") {
-			addr, err := hostPort(h, defPort)
-			if err != nil {
-				return opt, err
-			}
-			hosts = append(hosts, addr)
-		}
-		for _, a := range q["addr"] {
-			if sentinel {
-				return opt, urlErr("parameter addr: list sentinels as comma-separated hosts")
-			}
-			host, port, err := net.SplitHostPort(a)
-			if err != nil || host == "" {
-				return opt, urlErr("parameter addr: bad address %q (want host:port)", a)
-			}
-			if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-				return opt, urlErr("parameter addr: bad port in %q", a)
-			}
-			hosts = append(hosts, a)
+		hosts, err := urlHosts(hostList, q["addr"], sentinel)
+		if err != nil {
+			return base, err
 		}
 		base.Host = hosts[0]
 		bq["addr"] = hosts[1:]
 		if sentinel {
-			path := strings.Trim(u.Path, "/")
-			set, db, _ := strings.Cut(path, "/")
-			if set == "" {
-				return opt, urlErr("redis-sentinel: the path must name the master set (redis-sentinel://host:26379/mymaster)")
-			}
-			if set, err = url.PathUnescape(set); err != nil {
-				return opt, urlErr("master set: %v", err)
-			}
-			bq.Set("master_set", set)
-			base.Path, base.RawPath = "", ""
-			if db != "" {
-				if q.Has("db") {
-					return opt, urlErr("database given both in the path and as db")
-				}
-				bq.Set("db", db)
+			if err := moveMasterSet(&base, q, bq); err != nil {
+				return base, err
 			}
 		}
 	}
 	base.RawQuery = bq.Encode()
-	if opt, err = rueidis.ParseURL(base.String()); err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return opt, urlErr("%s", strings.TrimPrefix(err.Error(), "redis: "))
+	return base, nil
+}
+
+// urlHosts is the URL's host list and its addr parameters as host:port
+// addresses.
+func urlHosts(hostList string, addrs []string, sentinel bool) ([]string, error) {
+	defPort := "6379"
+	if sentinel {
+		defPort = "26379"
 	}
+	var hosts []string
+	for h := range strings.SplitSeq(hostList, ",") {
+		addr, err := hostPort(h, defPort)
+		if err != nil {
+			return nil, err
+		}
+		hosts = append(hosts, addr)
+	}
+	for _, a := range addrs {
+		if sentinel {
+			return nil, urlErr("parameter addr: list sentinels as comma-separated hosts")
+		}
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" {
+			return nil, urlErr("parameter addr: bad address %q (want host:port)", a)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return nil, urlErr("parameter addr: bad port in %q", a)
+		}
+		hosts = append(hosts, a)
+	}
+	return hosts, nil
+}
+
+// moveMasterSet moves a Sentinel URL's "/<master set>[/<db>]" path into
+// the master_set and db parameters.
+func moveMasterSet(base *url.URL, q, bq url.Values) error {
+	set, db, _ := strings.Cut(strings.Trim(base.Path, "/"), "/")
+	if set == "" {
+		return urlErr("redis-sentinel: the path must name the master set (redis-sentinel://host:26379/mymaster)")
+	}
+	set, err := url.PathUnescape(set)
+	if err != nil {
+		return urlErr("master set: %v", err)
+	}
+	bq.Set("master_set", set)
+	base.Path, base.RawPath = "", ""
+	if db != "" {
+		if q.Has("db") {
+			return urlErr("database given both in the path and as db")
+		}
+		bq.Set("db", db)
+	}
+	return nil
+}
+
+// checkParsed checks what rueidis.ParseURL accepts but the Store does not.
+func checkParsed(opt *rueidis.ClientOption, q url.Values, _ bool) error {
 	if p := q.Get("protocol"); p != "" && p != "2" && p != "3" {
-		return opt, urlErr("parameter protocol: want 2 or 3, got %q", p)
+		return urlErr("parameter protocol: want 2 or 3, got %q", p)
 	}
 	if r := q.Get("max_retries"); r != "" {
 		if n, err := strconv.Atoi(r); err != nil || n < 0 {
-			return opt, urlErr("parameter max_retries: want an integer >= 0, got %q", r)
+			return urlErr("parameter max_retries: want an integer >= 0, got %q", r)
 		}
 	}
 	if opt.SelectDB < 0 {
-		return opt, urlErr("database number must be >= 0, got %d", opt.SelectDB)
+		return urlErr("database number must be >= 0, got %d", opt.SelectDB)
 	}
 	if opt.TLSConfig == nil && q.Has("skip_verify") {
-		return opt, urlErr("parameter skip_verify needs TLS (rediss:// or rediss-sentinel://)")
+		return urlErr("parameter skip_verify needs TLS (rediss:// or rediss-sentinel://)")
 	}
-	opt.DisableCache = true
+	return nil
+}
 
-	if sentinel {
-		opt.Sentinel.Username, opt.Sentinel.Password = q.Get("sentinel_user"), q.Get("sentinel_password")
-		opt.Sentinel.Dialer = opt.Dialer
-		if opt.TLSConfig != nil {
-			opt.Sentinel.TLSConfig = opt.TLSConfig.Clone()
+// applySentinel sets the Sentinel options of a Sentinel URL and refuses
+// sentinel_* parameters elsewhere.
+func applySentinel(opt *rueidis.ClientOption, q url.Values, sentinel bool) error {
+	if !sentinel {
+		if q.Has("sentinel_user") || q.Has("sentinel_password") || q.Has("sentinel_refresh") {
+			return urlErr("sentinel_* parameters need redis-sentinel:// or rediss-sentinel://")
 		}
-		opt.Sentinel.TopologyRefreshInterval = DefaultSentinelRefresh
-	} else if q.Has("sentinel_user") || q.Has("sentinel_password") || q.Has("sentinel_refresh") {
-		return opt, urlErr("sentinel_* parameters need redis-sentinel:// or rediss-sentinel://")
+		return nil
 	}
+	opt.Sentinel.Username, opt.Sentinel.Password = q.Get("sentinel_user"), q.Get("sentinel_password")
+	opt.Sentinel.Dialer = opt.Dialer
+	if opt.TLSConfig != nil {
+		opt.Sentinel.TLSConfig = opt.TLSConfig.Clone()
+	}
+	opt.Sentinel.TopologyRefreshInterval = DefaultSentinelRefresh
+	return nil
+}
+
+// applyTuning reads the pipelining, pool and refresh parameters.
+func applyTuning(opt *rueidis.ClientOption, q url.Values, _ bool) error {
 	var perr error
 	intParam := func(name string, lo, hi int, set func(int)) {
 		if perr != nil || !q.Has(name) {
@@ -262,14 +336,11 @@ func parseURL(rawURL string) (opt rueidis.ClientOption, err error) {
 	if perr == nil && q.Has("auto_pipelining") {
 		on, err := strconv.ParseBool(q.Get("auto_pipelining"))
 		if err != nil {
-			perr = urlErr("parameter auto_pipelining: want true or false, got %q", q.Get("auto_pipelining"))
+			return urlErr("parameter auto_pipelining: want true or false, got %q", q.Get("auto_pipelining"))
 		}
 		opt.DisableAutoPipelining = !on
 	}
-	if perr != nil {
-		return rueidis.ClientOption{}, perr
-	}
-	return opt, nil
+	return perr
 }
 
 // hostPort returns h as host:port, with defPort when h has no port.
