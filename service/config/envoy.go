@@ -162,6 +162,15 @@ func (p *parser) descriptor(n *yaml.Node, what, parentPath string) (*Descriptor,
 	return d, ok
 }
 
+// rateLimitFields holds what a rate_limit mapping gave besides the
+// RateLimit's own fields.
+type rateLimitFields struct {
+	hasRPU   bool
+	unitNode *yaml.Node
+	alg      ratewarden.Algorithm
+	burst    int64
+}
+
 func (p *parser) rateLimit(n *yaml.Node, what string) (*RateLimit, bool) {
 	fields, isMap := p.mapping(n, what, "unit", "requests_per_unit", "unlimited", "name", "replaces",
 		"algorithm", "burst", "failure_policy")
@@ -169,67 +178,26 @@ func (p *parser) rateLimit(n *yaml.Node, what string) (*RateLimit, bool) {
 		return nil, false
 	}
 	r := &RateLimit{}
-	ok, hasRPU := true, false
-	var unitNode *yaml.Node
-	alg, burst := DefaultEnvoyAlgorithm, int64(0)
+	rf := rateLimitFields{alg: DefaultEnvoyAlgorithm}
+	ok := true
 	for _, f := range fields {
-		w := what + "." + f.name
-		switch f.name {
-		case "unit":
-			s, good := p.str(f.val, w)
-			if good {
-				if _, known := Units[strings.ToLower(s)]; !known {
-					p.errf(f.val, "%s: unknown unit %q (want %s)", w, s, unitNames)
-					good = false
-				}
-			}
-			r.Unit, unitNode, ok = strings.ToLower(s), f.val, ok && good
-		case "requests_per_unit":
-			v, good := p.integer(f.val, w, 0, 1<<32-1)
-			r.RequestsPerUnit, hasRPU, ok = uint32(v), true, ok && good
-		case "unlimited":
-			b, good := p.boolean11(f.val, w)
-			r.Unlimited, ok = b, ok && good
-		case "name":
-			s, good := p.str(f.val, w)
-			r.Name, ok = s, ok && good
-		case "replaces":
-			rs, good := p.replaces(f.val, w)
-			r.Replaces, ok = rs, ok && good
-		case "algorithm":
-			s, good := p.str(f.val, w)
-			if good {
-				a, err := ratewarden.ParseAlgorithm(s)
-				if err != nil {
-					p.errf(f.val, "%s: unknown algorithm %q (want fixed_window, sliding_window, token_bucket or sliding_log)", w, s)
-					good = false
-				}
-				alg = a
-			}
-			ok = ok && good
-		case "burst":
-			v, good := p.integer(f.val, w, 0, ratewarden.MaxRate)
-			burst, ok = v, ok && good
-		case "failure_policy":
-			fp, good := p.failure(f.val, w)
-			r.Failure, ok = fp, ok && good
-		}
+		ok = p.rateLimitField(f, what, r, &rf) && ok
 	}
 	if !ok {
 		return nil, false
 	}
 	if r.Unlimited {
-		if unitNode != nil || hasRPU {
+		if rf.unitNode != nil || rf.hasRPU {
 			p.errf(n, "%s: an unlimited rate_limit must not set unit or requests_per_unit", what)
 			return nil, false
 		}
 		return r, true
 	}
-	if unitNode == nil {
+	if rf.unitNode == nil {
 		p.errf(n, "%s: unit is required (%s) unless unlimited is true", what, unitNames)
 		ok = false
 	}
-	if !hasRPU {
+	if !rf.hasRPU {
 		p.errf(n, "%s: requests_per_unit is required unless unlimited is true", what)
 		ok = false
 	}
@@ -237,13 +205,57 @@ func (p *parser) rateLimit(n *yaml.Node, what string) (*RateLimit, bool) {
 		return nil, false
 	}
 	if r.RequestsPerUnit > 0 {
-		r.Limit = ratewarden.Limit{Algorithm: alg, Rate: int64(r.RequestsPerUnit), Period: Units[r.Unit], Burst: burst}
+		r.Limit = ratewarden.Limit{Algorithm: rf.alg, Rate: int64(r.RequestsPerUnit), Period: Units[r.Unit], Burst: rf.burst}
 		if err := r.Limit.Validate(); err != nil {
 			p.errf(n, "%s: %v", what, err)
 			return nil, false
 		}
 	}
 	return r, true
+}
+
+// rateLimitField reads one field of a rate_limit mapping.
+func (p *parser) rateLimitField(f field, what string, r *RateLimit, rf *rateLimitFields) bool {
+	w := what + "." + f.name
+	var good bool
+	switch f.name {
+	case "unit":
+		var s string
+		if s, good = p.str(f.val, w); good {
+			if _, known := Units[strings.ToLower(s)]; !known {
+				p.errf(f.val, "%s: unknown unit %q (want %s)", w, s, unitNames)
+				good = false
+			}
+		}
+		r.Unit, rf.unitNode = strings.ToLower(s), f.val
+	case "requests_per_unit":
+		var v int64
+		v, good = p.integer(f.val, w, 0, 1<<32-1)
+		r.RequestsPerUnit, rf.hasRPU = uint32(v), true
+	case "unlimited":
+		r.Unlimited, good = p.boolean11(f.val, w)
+	case "name":
+		r.Name, good = p.str(f.val, w)
+	case "replaces":
+		r.Replaces, good = p.replaces(f.val, w)
+	case "algorithm":
+		var s string
+		if s, good = p.str(f.val, w); good {
+			a, err := ratewarden.ParseAlgorithm(s)
+			if err != nil {
+				p.errf(f.val, "%s: unknown algorithm %q (want fixed_window, sliding_window, token_bucket or sliding_log)", w, s)
+				good = false
+			}
+			rf.alg = a
+		}
+	case "burst":
+		rf.burst, good = p.integer(f.val, w, 0, ratewarden.MaxRate)
+	case "failure_policy":
+		r.Failure, good = p.failure(f.val, w)
+	default:
+		good = true
+	}
+	return good
 }
 
 func (p *parser) replaces(n *yaml.Node, what string) ([]string, bool) {

@@ -348,6 +348,131 @@ func (p *parser) native(n *yaml.Node) {
 	}
 }
 
+// policyFields holds what a policy mapping gave, before it becomes a Limit.
+type policyFields struct {
+	limStr      *field
+	alg         ratewarden.Algorithm
+	algSet      bool
+	rate, burst int64
+	period      string
+	fieldsGiven bool
+}
+
+// policyMapping reads a policy given as a mapping (limit, or algorithm,
+// rate, period and burst, plus failure_policy and shadow_mode) into pol.
+func (p *parser) policyMapping(f field, what string, pol *Policy) bool {
+	fields, isMap := p.mapping(f.val, what, "limit", "algorithm", "rate", "period", "burst", "failure_policy", "shadow_mode")
+	if !isMap {
+		return false
+	}
+	pf := policyFields{rate: limitUnset, burst: limitUnset}
+	ok := true
+	for _, fld := range fields {
+		ok = p.policyField(fld, what, pol, &pf) && ok
+	}
+	given := pf.algSet || pf.rate != limitUnset || pf.burst != limitUnset || pf.period != ""
+	switch {
+	case pf.limStr != nil && given:
+		p.errf(pf.limStr.key, "%s: give either limit or algorithm/rate/period/burst, not both", what)
+		return false
+	case pf.limStr != nil:
+		s, good := p.str(pf.limStr.val, what+": limit")
+		if good {
+			lim, err := ratewarden.ParseLimit(s)
+			if err != nil {
+				p.errf(pf.limStr.val, "%s: limit: %v", what, err)
+				good = false
+			}
+			pol.Limit = lim
+		}
+		return ok && good
+	case !given:
+		p.errf(f.key, "%s: no limit: give limit (e.g. \"100/1m\") or rate and period", what)
+		return false
+	case !ok:
+		return false
+	}
+	lim, good := p.policyLimit(f, what, pf)
+	pol.Limit = lim
+	return good
+}
+
+// policyField reads one field of a policy mapping.
+func (p *parser) policyField(pf field, what string, pol *Policy, out *policyFields) bool {
+	w := what + ": " + pf.name
+	switch pf.name {
+	case "limit":
+		out.limStr = &pf
+	case "algorithm":
+		s, good := p.str(pf.val, w)
+		if good {
+			a, err := ratewarden.ParseAlgorithm(s)
+			if err != nil {
+				p.errf(pf.val, "%s: unknown algorithm %q (want sliding_window, fixed_window, token_bucket or sliding_log)", w, s)
+				good = false
+			}
+			out.alg, out.algSet = a, true
+		}
+		return good
+	case "rate":
+		v, good := p.integer(pf.val, w, 1, ratewarden.MaxRate)
+		out.rate = v
+		return good
+	case "burst":
+		v, good := p.integer(pf.val, w, 0, ratewarden.MaxRate)
+		out.burst = v
+		return good
+	case "period":
+		s, good := p.str(pf.val, w)
+		out.period = s
+		return good
+	case "failure_policy":
+		fp, good := p.failure(pf.val, w)
+		pol.Failure = fp
+		return good
+	case "shadow_mode":
+		b, good := p.boolean(pf.val, w)
+		pol.Shadow = b
+		return good
+	}
+	return true
+}
+
+// policyLimit builds the Limit of a policy given by its fields; an
+// algorithm not named is DefaultAlgorithm(rate).
+func (p *parser) policyLimit(f field, what string, pf policyFields) (ratewarden.Limit, bool) {
+	ok := true
+	if pf.rate == limitUnset {
+		p.errf(f.key, "%s: rate is required", what)
+		ok = false
+	}
+	if pf.period == "" {
+		p.errf(f.key, "%s: period is required (e.g. 1s, 1m, 1h, 1d)", what)
+		ok = false
+	}
+	if !ok {
+		return ratewarden.Limit{}, false
+	}
+	pl, err := ratewarden.ParseLimit("1/" + pf.period)
+	if err != nil {
+		p.errf(f.key, "%s: period %q: want a count and a unit ms, s, m, h or d, e.g. 1m", what, pf.period)
+		return ratewarden.Limit{}, false
+	}
+	alg := pf.alg
+	if !pf.algSet {
+		alg = ratewarden.DefaultAlgorithm(pf.rate)
+	}
+	lim := ratewarden.Limit{Algorithm: alg, Rate: pf.rate, Period: pl.Period}
+	if pf.burst != limitUnset {
+		lim.Burst = pf.burst
+	}
+	if err := lim.Validate(); err != nil {
+		p.errf(f.key, "%s: %v", what, err)
+		return lim, false
+	}
+	return lim, true
+}
+
 func (p *parser) policy(f field) {
 	name := f.name
 	what := "policy " + strconv.Quote(name)
@@ -366,98 +491,7 @@ func (p *parser) policy(f field) {
 		}
 		pol.Limit = lim
 	} else {
-		fields, isMap := p.mapping(f.val, what, "limit", "algorithm", "rate", "period", "burst", "failure_policy", "shadow_mode")
-		if !isMap {
-			return
-		}
-		var limStr *field
-		var alg ratewarden.Algorithm
-		var algSet bool
-		rate, burst := int64(limitUnset), int64(limitUnset)
-		var period string
-		for _, pf := range fields {
-			w := what + ": " + pf.name
-			switch pf.name {
-			case "limit":
-				limStr = &pf
-			case "algorithm":
-				s, good := p.str(pf.val, w)
-				if good {
-					a, err := ratewarden.ParseAlgorithm(s)
-					if err != nil {
-						p.errf(pf.val, "%s: unknown algorithm %q (want sliding_window, fixed_window, token_bucket or sliding_log)", w, s)
-						good = false
-					}
-					alg, algSet = a, true
-				}
-				ok = ok && good
-			case "rate":
-				v, good := p.integer(pf.val, w, 1, ratewarden.MaxRate)
-				rate, ok = v, ok && good
-			case "burst":
-				v, good := p.integer(pf.val, w, 0, ratewarden.MaxRate)
-				burst, ok = v, ok && good
-			case "period":
-				s, good := p.str(pf.val, w)
-				period, ok = s, ok && good
-			case "failure_policy":
-				fp, good := p.failure(pf.val, w)
-				pol.Failure, ok = fp, ok && good
-			case "shadow_mode":
-				b, good := p.boolean(pf.val, w)
-				pol.Shadow, ok = b, ok && good
-			}
-		}
-		fieldsGiven := algSet || rate != limitUnset || burst != limitUnset || period != ""
-		switch {
-		case limStr != nil && fieldsGiven:
-			p.errf(limStr.key, "%s: give either limit or algorithm/rate/period/burst, not both", what)
-			ok = false
-		case limStr != nil:
-			s, good := p.str(limStr.val, what+": limit")
-			if good {
-				lim, err := ratewarden.ParseLimit(s)
-				if err != nil {
-					p.errf(limStr.val, "%s: limit: %v", what, err)
-					good = false
-				}
-				pol.Limit = lim
-			}
-			ok = ok && good
-		case !fieldsGiven:
-			p.errf(f.key, "%s: no limit: give limit (e.g. \"100/1m\") or rate and period", what)
-			ok = false
-		case ok:
-			if rate == limitUnset {
-				p.errf(f.key, "%s: rate is required", what)
-				ok = false
-			}
-			if period == "" {
-				p.errf(f.key, "%s: period is required (e.g. 1s, 1m, 1h, 1d)", what)
-				ok = false
-			}
-			if !ok {
-				break
-			}
-			pl, err := ratewarden.ParseLimit("1/" + period)
-			if err != nil {
-				p.errf(f.key, "%s: period %q: want a count and a unit ms, s, m, h or d, e.g. 1m", what, period)
-				ok = false
-				break
-			}
-			if !algSet {
-				alg = ratewarden.DefaultAlgorithm(rate)
-			}
-			lim := ratewarden.Limit{Algorithm: alg, Rate: rate, Period: pl.Period}
-			if burst != limitUnset {
-				lim.Burst = burst
-			}
-			if err := lim.Validate(); err != nil {
-				p.errf(f.key, "%s: %v", what, err)
-				ok = false
-			}
-			pol.Limit = lim
-		}
+		ok = p.policyMapping(f, what, pol)
 	}
 	if !ok {
 		return
