@@ -40,7 +40,9 @@
 //     it rounds against the caller, never admits more than Rate within one
 //     epoch-aligned window, and admits fewer than 2 × Rate in any sliding
 //     span of Period even in the worst case (all of the previous window's
-//     traffic at its very end); with evenly spread traffic, Rate.
+//     traffic at its very end); under steady traffic, Rate − 1 per window.
+//     A limit that names no algorithm is exact below 100 per period
+//     (DefaultAlgorithm).
 //  4. Every key expires. Every write sets a TTL no longer than the
 //     algorithm needs (FixedWindow: Period; SlidingWindow: 2 × Period;
 //     TokenBucket: Capacity × Period / Rate; SlidingLog: Period), so no key
