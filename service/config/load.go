@@ -355,7 +355,6 @@ type policyFields struct {
 	algSet      bool
 	rate, burst int64
 	period      string
-	fieldsGiven bool
 }
 
 // policyMapping reads a policy given as a mapping (limit, or algorithm,
