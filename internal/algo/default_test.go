@@ -27,7 +27,15 @@ func steadyAdmitted(l ratewarden.Limit, speed int64, windows int) []int64 {
 	)
 	// Request i is at at = floor(i × P / n) after start; at and its
 	// remainder r (i × P = at × n + r) advance without a division.
-	for i, at, r := int64(0), int64(0), int64(0); at < end; {
+	i, at, r := int64(0), int64(0), int64(0)
+	if p.Alg == ratewarden.SlidingWindow {
+		// With no history the first window admits Rate (at least Rate
+		// requests come, nothing weighs on them), and its state is just
+		// that count: start from it rather than simulate it.
+		w, counts[0] = Window{Start: start, Curr: p.Rate}, p.Rate
+		i, at = n, P
+	}
+	for at < end {
 		switch p.Alg {
 		case ratewarden.SlidingWindow:
 			w, o = SlidingWindow(w, start+at, p, 1, true)
