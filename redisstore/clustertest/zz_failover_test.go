@@ -33,7 +33,7 @@ func newReplica(t *testing.T, n int, opened *atomic.Int64) *replica {
 	// may be degraded before the kill, even on a busy machine.
 	fb, err := fallback.New(raw,
 		fallback.WithPolicy(fallback.LocalFallback),
-		fallback.WithTimeout(time.Second),
+		fallback.WithTimeout(5*time.Second),
 		fallback.WithReplicas(n),
 		fallback.WithLogger(slog.New(slog.DiscardHandler)),
 		fallback.WithOnStateChange(func(_, to fallback.State) {

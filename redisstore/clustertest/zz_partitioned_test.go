@@ -80,7 +80,15 @@ func TestPartitionedFailoverIsolatesShards(t *testing.T) {
 	}
 
 	raw := store(t, client(t, clusterURL()), redisstore.WithDenyCache(0))
-	st, err := fallback.NewPartitioned(raw, groups, group, outageOptions...)
+	// Why decisions were degraded, for the report when a healthy shard's were.
+	var causesMu sync.Mutex
+	causes := map[string]int{}
+	opts := append(append([]fallback.Option(nil), outageOptions...), fallback.WithOnDegraded(func(_ fallback.Policy, cause error) {
+		causesMu.Lock()
+		defer causesMu.Unlock()
+		causes[cause.Error()]++
+	}))
+	st, err := fallback.NewPartitioned(raw, groups, group, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +174,9 @@ func TestPartitionedFailoverIsolatesShards(t *testing.T) {
 		t.Fatal("no decision on the failed primary's keys was degraded: the kill was not felt, the test proves nothing")
 	}
 	if n := healthyDegraded.Load(); n != 0 {
-		t.Errorf("%d decisions on healthy primaries were degraded; want 0 with a breaker per slot group", n)
+		causesMu.Lock()
+		t.Errorf("%d decisions on healthy primaries were degraded; want 0 with a breaker per slot group (causes of all degraded decisions: %v)", n, causes)
+		causesMu.Unlock()
 	}
 	if healthyCalls.Load() == 0 {
 		t.Error("no decision on healthy primaries")
