@@ -53,7 +53,7 @@ func ExampleNewGoRedis() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	d, err := limiter.AllowAll(ctx, "tenant:7", 1, ratewarden.PerSecond(10), ratewarden.PerDay(10000))
 	if err != nil {

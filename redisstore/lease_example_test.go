@@ -193,7 +193,7 @@ func ExampleLeaser_Check() {
 		log.Fatal(err)
 	}
 	defer leaser.Close(context.Background())
-	req := &ratewarden.Request{Key: "check-example", Limits: []ratewarden.Limit{{Algorithm: ratewarden.TokenBucket, Rate: 100, Period: time.Second}}, Cost: 1}
+	req := &ratewarden.Request{Key: "check-example", Limits: []ratewarden.Limit{{Algorithm: ratewarden.TokenBucket, Rate: 100, Period: time.Hour}}, Cost: 1}
 	if err := ratewarden.ValidateRequest(req); err != nil {
 		log.Fatal(err)
 	}
