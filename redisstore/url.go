@@ -55,6 +55,9 @@ const DefaultSentinelRefresh = 5 * time.Second
 //	shards_refresh=0        Cluster: re-read the slot map this often (0: only on
 //	                        MOVED and connection errors)
 //	sentinel_refresh=5s     Sentinel: re-check the primary this often (0: events only)
+//	master_set=NAME         Sentinel in rueidis' own form: redis://sentinel:26379?master_set=NAME
+//	                        is redis-sentinel://sentinel:26379/NAME (so URLs written
+//	                        for rueidis.ParseURL keep working)
 //	client_name=NAME        CLIENT SETNAME, shown by CLIENT LIST
 //	protocol=2              speak RESP2 (default: RESP3 when the server has it)
 //	max_retries=0           do not retry read-only commands on network errors
@@ -90,6 +93,19 @@ func parseURL(rawURL string) (rueidis.ClientOption, error) {
 	q := u.Query()
 	if err := checkParams(q); err != nil {
 		return rueidis.ClientOption{}, err
+	}
+	if q.Has("master_set") {
+		// rueidis' Sentinel form: the hosts are sentinels, on the ports
+		// given (6379 when none, as rueidis reads it).
+		switch {
+		case sentinel:
+			return rueidis.ClientOption{}, urlErr("parameter master_set: %s:// names the master set in the path", u.Scheme)
+		case u.Scheme == "unix":
+			return rueidis.ClientOption{}, urlErr("parameter master_set needs redis:// or rediss:// (sentinel addresses)")
+		case len(q["master_set"]) > 1 || q.Get("master_set") == "":
+			return rueidis.ClientOption{}, urlErr("parameter master_set: want one non-empty name")
+		}
+		sentinel = true
 	}
 	base, err := rueidisURL(u, q, hostList, scheme, sentinel)
 	if err != nil {
@@ -197,13 +213,16 @@ func rueidisURL(u *url.URL, q url.Values, hostList, scheme string, sentinel bool
 		}
 	}
 	if u.Scheme != "unix" {
-		hosts, err := urlHosts(hostList, q["addr"], sentinel)
+		hosts, err := urlHosts(hostList, q["addr"], sentinel && !q.Has("master_set"))
 		if err != nil {
 			return base, err
 		}
 		base.Host = hosts[0]
 		bq["addr"] = hosts[1:]
-		if sentinel {
+		switch {
+		case q.Has("master_set"):
+			bq.Set("master_set", q.Get("master_set"))
+		case sentinel:
 			if err := moveMasterSet(&base, q, bq); err != nil {
 				return base, err
 			}
@@ -343,6 +362,34 @@ func applyTuning(opt *rueidis.ClientOption, q url.Values, _ bool) error {
 	return perr
 }
 
+// RedactURL returns rawURL with its password replaced by "xxxxx", for logs
+// and error messages, even when rawURL does not parse (url.Parse takes no
+// comma-separated host lists).
+func RedactURL(rawURL string) string {
+	if u, err := url.Parse(rawURL); err == nil {
+		return u.Redacted()
+	}
+	// The authority runs from "://" to the first '/', '?' or '#'; its
+	// userinfo ends at its last '@'.
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return "(unparsable URL)"
+	}
+	end := len(rest)
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		end = i
+	}
+	at := strings.LastIndex(rest[:end], "@")
+	if at < 0 {
+		return rawURL
+	}
+	user, _, hasPass := strings.Cut(rest[:at], ":")
+	if hasPass {
+		user += ":xxxxx"
+	}
+	return scheme + "://" + user + rest[at:]
+}
+
 // hostPort returns h as host:port, with defPort when h has no port.
 func hostPort(h, defPort string) (string, error) {
 	if h == "" {
@@ -383,6 +430,7 @@ var knownParams = map[string]bool{
 	"max_flush_delay": true, "auto_pipelining": true, "pool_size": true, "shards_refresh": true,
 	"sentinel_refresh": true, "sentinel_user": true, "sentinel_password": true, "client_name": true,
 	"protocol": true, "max_retries": true, "skip_verify": true, "addr": true, "client_cache": true,
+	"master_set": true,
 }
 
 func urlErr(format string, args ...any) error {

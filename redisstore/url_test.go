@@ -73,6 +73,13 @@ func TestParseURL(t *testing.T) {
 				t.Errorf("sentinel settings: %+v", o.Sentinel)
 			}
 		}},
+		// rueidis' own Sentinel form reads the same as redis-sentinel://.
+		{"redis://s1:26379?master_set=mymaster&addr=s2:26379&sentinel_user=u", func(t *testing.T, o rueidis.ClientOption) {
+			wantAddrs(t, o, "s1:26379", "s2:26379")
+			if o.Sentinel.MasterSet != "mymaster" || o.Sentinel.Username != "u" || o.Sentinel.TopologyRefreshInterval != DefaultSentinelRefresh {
+				t.Errorf("sentinel settings: %+v", o.Sentinel)
+			}
+		}},
 		{"rediss-sentinel://s1/m", func(t *testing.T, o rueidis.ClientOption) {
 			if o.TLSConfig == nil || o.Sentinel.TLSConfig == nil || o.Sentinel.TLSConfig == o.TLSConfig {
 				t.Errorf("TLS %+v, sentinel TLS %+v", o.TLSConfig, o.Sentinel.TLSConfig)
@@ -151,6 +158,10 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis-sentinel://s1:26379/", "master set"},
 		{"redis-sentinel://s1/m/1?db=2", "both"},
 		{"redis-sentinel://s1/m?addr=s2:1", "comma-separated"},
+		{"redis-sentinel://s1/m?master_set=n", "master_set"},
+		{"redis://s1?master_set=", "master_set"},
+		{"redis://s1?master_set=a&master_set=b", "master_set"},
+		{"unix:///tmp/r.sock?master_set=m", "master_set"},
 	} {
 		o, err := ParseURL(tc.url)
 		if err == nil || !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "redisstore: ") {
@@ -164,6 +175,21 @@ func TestParseURLErrors(t *testing.T) {
 	for _, u := range []string{"redis://user:hunter2@h?bogus=1", "redis://user:hunter2@h:1:2", "redis://user:hunter2@h%zz", "redis://user:hunter2@h?db=x"} {
 		if _, err := ParseURL(u); err == nil || strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("ParseURL(%q) = %v; want an error without the password", u, err)
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"redis://h:6379":                         "redis://h:6379",
+		"redis://user:hunter2@h:6379/0":          "redis://user:xxxxx@h:6379/0",
+		"redis://:hunter2@h":                     "redis://:xxxxx@h",
+		"redis://u:hunter2@h1:7000,h2:7001?db=0": "redis://u:xxxxx@h1:7000,h2:7001?db=0", // url.Parse refuses it
+		"redis-sentinel://u:p%40ss@s1,s2/m":      "redis-sentinel://u:xxxxx@s1,s2/m",
+		"redis://u:hunter2@h%zz":                 "redis://u:xxxxx@h%zz",
+	} {
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

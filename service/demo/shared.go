@@ -55,7 +55,7 @@ func startShared(ctx context.Context, cfg *Config, rep *Report, cl *cleanup) (*s
 			return nil, fmt.Errorf("demo: --redis: %w", err)
 		}
 		c.Close() // it connects: the URL works; each replica dials its own
-		sh := &shared{kind: KindRedis, redisURL: cfg.RedisURL, desc: "Redis at " + redactURL(cfg.RedisURL)}
+		sh := &shared{kind: KindRedis, redisURL: cfg.RedisURL, desc: "Redis at " + redisstore.RedactURL(cfg.RedisURL)}
 		rep.Shared, rep.SharedKind = sh.desc, sh.kind
 		return sh, nil
 	}
@@ -309,18 +309,6 @@ func ping(addr string) error {
 		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
 	}
 	return nil
-}
-
-// redactURL hides a password in a Redis URL.
-func redactURL(raw string) string {
-	if i := strings.Index(raw, "://"); i >= 0 {
-		if at := strings.LastIndex(raw, "@"); at > i {
-			if colon := strings.Index(raw[i+3:at], ":"); colon >= 0 {
-				return raw[:i+3+colon] + ":xxxxx" + raw[at:]
-			}
-		}
-	}
-	return raw
 }
 
 // naiveStore is the shared counter written the obvious, wrong way: GET the

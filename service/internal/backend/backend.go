@@ -94,13 +94,15 @@ func WithProbeInterval(d time.Duration) Option { return func(o *redisOptions) { 
 // WithLogger sets the logger of the breakers.
 func WithLogger(l *slog.Logger) Option { return func(o *redisOptions) { o.logger = l } }
 
-// NewRedis connects to the Redis at url, in any form rueidis.ParseURL reads:
+// NewRedis connects to the Redis at url, in the library's grammar
+// (redisstore.ParseURL), for example:
 //
 //	redis://[user:password@]host:port[/db]           standalone
 //	rediss://...                                     TLS
-//	redis://host:port?addr=host2:port2&addr=...      Cluster (several seeds)
-//	redis://host:port?master_set=name                Sentinel
+//	redis://h1:7000,h2:7001,h3:7002                  Cluster (several seeds; ?addr= also works)
+//	redis-sentinel://s1,s2,s3/mymaster               Sentinel (?master_set= also works)
 //
+// An unknown parameter or a malformed value is an error naming it.
 // It fails when an option is invalid (before connecting) or when Redis
 // cannot be reached now. The store of every failure policy is built here,
 // so Store never fails later.
@@ -115,16 +117,13 @@ func NewRedis(url string, opts ...Option) (*Redis, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	copt, err := rueidis.ParseURL(url)
+	copt, err := redisstore.ParseURL(url) // its errors never hold the password
 	if err != nil {
-		// Never the raw URL: it may hold a password (url.Parse's errors
-		// quote it whole).
-		return nil, fmt.Errorf("%w: redis url %s: %s", ratewarden.ErrInvalidConfig, redactURL(url), parseErrMsg(url, err))
+		return nil, fmt.Errorf("redis backend: %s: %w", redisstore.RedactURL(url), err)
 	}
-	copt.DisableCache = true // redisstore does not use client-side caching
 	client, err := rueidis.NewClient(copt)
 	if err != nil {
-		return nil, fmt.Errorf("%w: redis %s: %v", ratewarden.ErrStoreUnavailable, redactURL(url), err)
+		return nil, fmt.Errorf("%w: redis %s: %v", ratewarden.ErrStoreUnavailable, redisstore.RedactURL(url), err)
 	}
 	primary, err := newRedisStore(client)
 	if err != nil {
