@@ -77,19 +77,46 @@ func invalid(format string, args ...any) error {
 // ShouldRateLimit decides a request's descriptors as envoyproxy/ratelimit
 // documents them: each descriptor walks its domain's tree, the limits that
 // match are counted, the request is OVER_LIMIT when any non-shadow one is.
-// An unknown domain, or a descriptor without a limit, is OK.
+// An unknown domain, or a descriptor without a limit, is OK. It validates
+// the whole request, resolves each descriptor to what it counts, decides
+// them together and renders the answer.
 func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
-	s := g.s
 	// Validate everything before any store call: bad input consumes nothing.
+	entries, hits, err := validateRLS(req)
+	if err != nil {
+		return nil, err
+	}
+	sn := g.s.snap.Load()
+	dom := sn.cfg.Domains[req.GetDomain()]
+	if dom == nil {
+		resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(entries))}
+		for i := range entries {
+			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		}
+		return resp, nil
+	}
+	evals, err := g.resolve(req, entries, hits, dom, sn)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.decideAll(ctx, evals); err != nil {
+		return nil, err
+	}
+	return g.render(dom, evals), nil
+}
+
+// validateRLS checks a request and returns each descriptor's entries and
+// the request's hits_addend (1 when unset).
+func validateRLS(req *rlspb.RateLimitRequest) ([][]config.Entry, int64, error) {
 	if req.GetDomain() == "" {
-		return nil, invalid("domain is required")
+		return nil, 0, invalid("domain is required")
 	}
 	ds := req.GetDescriptors()
 	if len(ds) == 0 {
-		return nil, invalid("at least one descriptor is required")
+		return nil, 0, invalid("at least one descriptor is required")
 	}
 	if len(ds) > MaxDescriptors {
-		return nil, invalid("%d descriptors; at most %d per request", len(ds), MaxDescriptors)
+		return nil, 0, invalid("%d descriptors; at most %d per request", len(ds), MaxDescriptors)
 	}
 	hits := int64(req.GetHitsAddend())
 	if hits == 0 {
@@ -98,34 +125,31 @@ func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) 
 	entries := make([][]config.Entry, len(ds))
 	for i, d := range ds {
 		if len(d.GetEntries()) == 0 {
-			return nil, invalid("descriptors[%d]: at least one entry is required", i)
+			return nil, 0, invalid("descriptors[%d]: at least one entry is required", i)
 		}
 		for j, e := range d.GetEntries() {
 			if e.GetKey() == "" {
-				return nil, invalid("descriptors[%d].entries[%d]: key is required", i, j)
+				return nil, 0, invalid("descriptors[%d].entries[%d]: key is required", i, j)
 			}
 			entries[i] = append(entries[i], config.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		if d.GetIsNegativeHits() {
-			return nil, invalid("descriptors[%d]: is_negative_hits is not supported (a decision never refunds)", i)
+			return nil, 0, invalid("descriptors[%d]: is_negative_hits is not supported (a decision never refunds)", i)
 		}
 		if o := d.GetLimit(); o != nil {
 			if _, _, err := overridePeriod(o, i); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
 	}
+	return entries, hits, nil
+}
 
-	sn := s.snap.Load()
-	dom := sn.cfg.Domains[req.GetDomain()]
-	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(ds))}
-	if dom == nil {
-		for i := range ds {
-			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
-		}
-		return resp, nil
-	}
-
+// resolve turns each descriptor into what it counts: the matched node's
+// limit (or an override), its key, cost, failure policy and label; limits
+// replaced by another that matched count nothing.
+func (g *rls) resolve(req *rlspb.RateLimitRequest, entries [][]config.Entry, hits int64, dom *config.Domain, sn *snapshot) ([]evalDesc, error) {
+	ds := req.GetDescriptors()
 	evals := make([]evalDesc, len(ds))
 	replaced := map[string]bool{}
 	for i, d := range ds {
@@ -140,23 +164,7 @@ func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) 
 				return nil, err
 			}
 		} else if node != nil && node.RateLimit != nil {
-			rl := node.RateLimit
-			e.rl, e.shadow, e.label = rl, node.Shadow, node.Path
-			if rl.Name != "" {
-				e.label = rl.Name
-			}
-			for _, r := range rl.Replaces {
-				replaced[r] = true
-			}
-			switch {
-			case rl.Unlimited:
-				e.kind = kindUnlimited
-			case rl.RequestsPerUnit == 0:
-				e.kind = kindZero
-			default:
-				e.kind, e.limit = kindCounted, rl.Limit
-				e.fp = s.failure(sn.cfg, rl.Failure, dom.Failure)
-			}
+			g.configured(e, node, dom, sn, replaced)
 		}
 		if e.kind == kindCounted {
 			e.key = envoyKey(req.GetDomain(), entries[i])
@@ -177,27 +185,62 @@ func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) 
 			*e = evalDesc{kind: kindNone}
 		}
 	}
+	return evals, nil
+}
 
+// configured fills e from the rate_limit of the node a descriptor matched
+// and notes the limits it replaces.
+func (g *rls) configured(e *evalDesc, node *config.Descriptor, dom *config.Domain, sn *snapshot, replaced map[string]bool) {
+	rl := node.RateLimit
+	e.rl, e.shadow, e.label = rl, node.Shadow, node.Path
+	if rl.Name != "" {
+		e.label = rl.Name
+	}
+	for _, r := range rl.Replaces {
+		replaced[r] = true
+	}
+	switch {
+	case rl.Unlimited:
+		e.kind = kindUnlimited
+	case rl.RequestsPerUnit == 0:
+		e.kind = kindZero
+	default:
+		e.kind, e.limit = kindCounted, rl.Limit
+		e.fp = g.s.failure(sn.cfg, rl.Failure, dom.Failure)
+	}
+}
+
+// decideAll decides the counted descriptors in one step and maps a
+// failure to its gRPC status.
+func (g *rls) decideAll(ctx context.Context, evals []evalDesc) error {
 	units := group(evals)
+	if len(units) == 0 {
+		return nil
+	}
 	zeroDenies := false // a non-shadow requests_per_unit 0 denies the request
 	for i := range evals {
 		zeroDenies = zeroDenies || (evals[i].kind == kindZero && !evals[i].shadow)
 	}
-	if len(units) > 0 {
-		if err := s.decide(ctx, units, zeroDenies); err != nil {
-			var ce *errCanceled
-			if errors.As(err, &ce) {
-				return nil, status.FromContextError(ce.err).Err() // CANCELED or DEADLINE_EXCEEDED
-			}
-			var se *errStore
-			if errors.As(err, &se) {
-				s.log.Warn("store unavailable", "err", err)
-				return nil, status.Errorf(codes.Unavailable, "rate limit store: %v", err)
-			}
-			return nil, invalid("%v", err)
-		}
+	err := g.s.decide(ctx, units, zeroDenies)
+	if err == nil {
+		return nil
 	}
+	var ce *errCanceled
+	if errors.As(err, &ce) {
+		return status.FromContextError(ce.err).Err() // CANCELED or DEADLINE_EXCEEDED
+	}
+	var se *errStore
+	if errors.As(err, &se) {
+		g.s.log.Warn("store unavailable", "err", err)
+		return status.Errorf(codes.Unavailable, "rate limit store: %v", err)
+	}
+	return invalid("%v", err)
+}
 
+// render builds the answer: one status per descriptor, the overall code
+// and the RateLimit headers of the non-shadow limits.
+func (g *rls) render(dom *config.Domain, evals []evalDesc) *rlspb.RateLimitResponse {
+	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(evals))}
 	var hdr []headerItem
 	seen := map[*ratewarden.Result]bool{}
 	for i := range evals {
@@ -210,7 +253,7 @@ func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) 
 		case kindZero:
 			st.Code = rlspb.RateLimitResponse_OVER_LIMIT
 			st.CurrentLimit = currentLimit(e)
-			s.m.decision("grpc", dom.Name, e.label, ratewarden.Result{}, e.shadow)
+			g.s.m.decision("grpc", dom.Name, e.label, ratewarden.Result{}, e.shadow)
 		case kindCounted:
 			res := &e.unit.res[e.idx]
 			if !res.Allowed {
@@ -219,7 +262,7 @@ func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) 
 			st.CurrentLimit = currentLimit(e)
 			st.LimitRemaining = uint32(min(res.Remaining, math.MaxUint32))
 			st.DurationUntilReset = durationpb.New(res.ResetAfter)
-			s.m.decision("grpc", dom.Name, e.label, *res, e.shadow)
+			g.s.m.decision("grpc", dom.Name, e.label, *res, e.shadow)
 			if !e.shadow && !seen[res] {
 				seen[res] = true
 				hdr = append(hdr, headerItem{name: e.label, res: *res})
@@ -232,7 +275,7 @@ func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) 
 	for _, kv := range rateLimitHeaders(hdr, resp.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT) {
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corepb.HeaderValue{Key: kv[0], Value: kv[1]})
 	}
-	return resp, nil
+	return resp
 }
 
 // override applies a descriptor's limit override, as envoyproxy/ratelimit
