@@ -375,52 +375,9 @@ func (c *Cluster) healthy() error {
 		if !s.Running() {
 			continue
 		}
-		info, err := s.Do("CLUSTER", "INFO")
+		prims, err := c.viewOf(s, running)
 		if err != nil {
 			return err
-		}
-		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
-			return fmt.Errorf("%s: CLUSTER INFO: %s", s.Addr, firstLines(info, 3))
-		}
-		nodes, err := Topology(s)
-		if err != nil {
-			return err
-		}
-		var prims []string
-		slots, seen := 0, 0
-		for _, n := range nodes {
-			if p := c.node(n.Addr); p != nil && p.Running() && !n.Is("fail") && !n.Is("fail?") && !n.Is("handshake") && !n.Is("noaddr") {
-				seen++
-			}
-			if p := c.node(n.Addr); p != nil && p.Running() && n.Is("master") && len(n.Slots) == 0 {
-				return fmt.Errorf("%s sees %s as a primary without slots (not a replica yet)", s.Addr, n.Addr)
-			}
-			if n.Is("master") && len(n.Slots) > 0 {
-				if n.Is("fail") || n.Is("fail?") {
-					return fmt.Errorf("%s sees primary %s as failing", s.Addr, n.Addr)
-				}
-				if p := c.node(n.Addr); p == nil || !p.Running() {
-					return fmt.Errorf("%s sees %s, which is not running, as a primary", s.Addr, n.Addr)
-				}
-				prims = append(prims, n.Addr)
-				slots += n.SlotCount()
-			}
-			if n.Is("myself") && n.Is("slave") {
-				repl, err := s.Do("INFO", "replication")
-				if err != nil {
-					return err
-				}
-				if !strings.Contains(repl, "master_link_status:up") {
-					return fmt.Errorf("replica %s: link to its primary is not up", s.Addr)
-				}
-			}
-		}
-		slices.Sort(prims)
-		if seen != running {
-			return fmt.Errorf("%s sees %d of the %d running nodes as healthy", s.Addr, seen, running)
-		}
-		if slots != 16384 {
-			return fmt.Errorf("%s sees %d slots served by running primaries", s.Addr, slots)
 		}
 		if want == nil {
 			want = prims
@@ -430,6 +387,74 @@ func (c *Cluster) healthy() error {
 	}
 	if want == nil {
 		return errors.New("no node is running")
+	}
+	return nil
+}
+
+// viewOf checks the cluster as the running node s sees it (state ok, every
+// running node healthy, all slots on running primaries, its own replication
+// link up) and returns the primaries it sees, sorted.
+func (c *Cluster) viewOf(s *Server, running int) ([]string, error) {
+	info, err := s.Do("CLUSTER", "INFO")
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
+		return nil, fmt.Errorf("%s: CLUSTER INFO: %s", s.Addr, firstLines(info, 3))
+	}
+	nodes, err := Topology(s)
+	if err != nil {
+		return nil, err
+	}
+	var prims []string
+	slots, seen := 0, 0
+	for _, n := range nodes {
+		p := c.node(n.Addr)
+		up := p != nil && p.Running()
+		if up && !n.Is("fail") && !n.Is("fail?") && !n.Is("handshake") && !n.Is("noaddr") {
+			seen++
+		}
+		if err := c.checkEntry(s, n, up); err != nil {
+			return nil, err
+		}
+		if n.Is("master") && len(n.Slots) > 0 {
+			prims = append(prims, n.Addr)
+			slots += n.SlotCount()
+		}
+	}
+	slices.Sort(prims)
+	if seen != running {
+		return nil, fmt.Errorf("%s sees %d of the %d running nodes as healthy", s.Addr, seen, running)
+	}
+	if slots != 16384 {
+		return nil, fmt.Errorf("%s sees %d slots served by running primaries", s.Addr, slots)
+	}
+	return prims, nil
+}
+
+// checkEntry checks one line of s's CLUSTER NODES: a running primary has
+// slots, a primary with slots is running and not failing, and when the line
+// is s itself as a replica, its link to its primary is up.
+func (c *Cluster) checkEntry(s *Server, n ClusterNode, up bool) error {
+	if up && n.Is("master") && len(n.Slots) == 0 {
+		return fmt.Errorf("%s sees %s as a primary without slots (not a replica yet)", s.Addr, n.Addr)
+	}
+	if n.Is("master") && len(n.Slots) > 0 {
+		if n.Is("fail") || n.Is("fail?") {
+			return fmt.Errorf("%s sees primary %s as failing", s.Addr, n.Addr)
+		}
+		if !up {
+			return fmt.Errorf("%s sees %s, which is not running, as a primary", s.Addr, n.Addr)
+		}
+	}
+	if n.Is("myself") && n.Is("slave") {
+		repl, err := s.Do("INFO", "replication")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(repl, "master_link_status:up") {
+			return fmt.Errorf("replica %s: link to its primary is not up", s.Addr)
+		}
 	}
 	return nil
 }
