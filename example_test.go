@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
@@ -28,11 +29,11 @@ func exampleLimiter() (*ratewarden.Limiter, *time.Time) {
 func ExampleNew() {
 	store, err := memstore.New() // or redisstore.New(client) to share limits across replicas
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	limiter, err := ratewarden.New(store)
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	r, err := limiter.Allow(context.Background(), "user:42", ratewarden.PerMinute(100))
 	fmt.Println(r.Allowed, r.Remaining, err)
@@ -51,7 +52,7 @@ func ExampleLimiter_Allow() {
 	for range 3 {
 		r, err := limiter.Allow(ctx, "user:42", limit)
 		if err != nil {
-			panic(err) // bad input or the store failed; over the limit is not an error
+			log.Fatal(err) // bad input or the store failed; over the limit is not an error
 		}
 		if !r.Allowed {
 			fmt.Printf("denied: retry after %v\n", r.RetryAfter)
@@ -70,14 +71,23 @@ func ExampleLimiter_AllowN() {
 	ctx := context.Background()
 	// 10 tokens a second, bucket of 20: upload cost is in KiB.
 	limit := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}
-	r, _ := limiter.AllowN(ctx, "upload:42", limit, 15)
+	r, err := limiter.AllowN(ctx, "upload:42", limit, 15)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Allowed, r.Remaining)
-	r, _ = limiter.AllowN(ctx, "upload:42", limit, 8)
+	r, err = limiter.AllowN(ctx, "upload:42", limit, 8)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Allowed, r.Remaining, r.RetryAfter)
 	*now = now.Add(r.RetryAfter)
-	r, _ = limiter.AllowN(ctx, "upload:42", limit, 8)
+	r, err = limiter.AllowN(ctx, "upload:42", limit, 8)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Allowed, r.Remaining)
-	_, err := limiter.AllowN(ctx, "upload:42", limit, 21)
+	_, err = limiter.AllowN(ctx, "upload:42", limit, 21)
 	fmt.Println(err)
 	// Output:
 	// true 5
@@ -94,7 +104,7 @@ func ExampleLimiter_AllowAll() {
 	for range 3 {
 		d, err := limiter.AllowAll(ctx, "api-key:7", 1, burst, daily)
 		if err != nil {
-			panic(err)
+			log.Fatal(err)
 		}
 		b := d.Binding()
 		fmt.Printf("allowed=%v binding=%v remaining=%d retry=%v daily remaining=%d\n",
@@ -110,9 +120,14 @@ func ExampleLimiter_Peek() {
 	limiter, _ := exampleLimiter()
 	ctx := context.Background()
 	limit := ratewarden.PerHour(3)
-	limiter.Allow(ctx, "k", limit)
+	if _, err := limiter.Allow(ctx, "k", limit); err != nil {
+		log.Fatal(err)
+	}
 	for range 2 {
-		r, _ := limiter.Peek(ctx, "k", limit) // consumes nothing
+		r, err := limiter.Peek(ctx, "k", limit) // consumes nothing
+		if err != nil {
+			log.Fatal(err)
+		}
 		fmt.Println(r.Allowed, r.Remaining)
 	}
 	// Output:
@@ -124,14 +139,22 @@ func ExampleLimiter_Reset() {
 	limiter, _ := exampleLimiter()
 	ctx := context.Background()
 	login := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 3, Period: 15 * time.Minute}
-	limiter.AllowN(ctx, "login:alice", login, 3)
-	r, _ := limiter.Peek(ctx, "login:alice", login)
+	if _, err := limiter.AllowN(ctx, "login:alice", login, 3); err != nil {
+		log.Fatal(err)
+	}
+	r, err := limiter.Peek(ctx, "login:alice", login)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println("before reset:", r.Allowed, r.RetryAfter)
 	// Alice proved who she is: forget her failed attempts.
 	if err := limiter.Reset(ctx, "login:alice", login); err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
-	r, _ = limiter.Peek(ctx, "login:alice", login)
+	r, err = limiter.Peek(ctx, "login:alice", login)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println("after reset:", r.Allowed, r.Remaining)
 	// Output:
 	// before reset: false 15m0s
@@ -202,14 +225,22 @@ func ExampleDecision_Binding() {
 }
 
 func ExampleWithObserver() {
-	store, _ := memstore.New()
-	limiter, _ := ratewarden.New(store, ratewarden.WithObserver(func(key string, res []ratewarden.Result, err error) {
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store, ratewarden.WithObserver(func(key string, res []ratewarden.Result, err error) {
 		if err == nil && !res[0].Allowed {
 			fmt.Println("rate limited:", key, res[0].Limit)
 		}
 	}))
+	if err != nil {
+		log.Fatal(err)
+	}
 	for range 3 {
-		limiter.Allow(context.Background(), "user:42", ratewarden.PerMinute(2))
+		if _, err := limiter.Allow(context.Background(), "user:42", ratewarden.PerMinute(2)); err != nil {
+			log.Fatal(err)
+		}
 	}
 	// Output: rate limited: user:42 2/1m
 }

@@ -3,6 +3,7 @@ package denycache_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
@@ -15,21 +16,33 @@ import (
 func Example() {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	inner, _ := memstore.New(memstore.WithClock(clock)) // in production: redisstore.New(client)
+	inner, err := memstore.New(memstore.WithClock(clock)) // in production: redisstore.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
 	st, err := denycache.New(inner, denycache.WithClock(clock))
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
-	lim, _ := ratewarden.New(st)
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
 	perMinute := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 2, Period: time.Minute}
 	ctx := context.Background()
 	for range 4 {
-		r, _ := lim.Allow(ctx, "client-42", perMinute)
+		r, err := lim.Allow(ctx, "client-42", perMinute)
+		if err != nil {
+			log.Fatal(err)
+		}
 		fmt.Println(r.Allowed, r.Source, r.RetryAfter)
 		now = now.Add(10 * time.Second)
 	}
 	now = now.Add(time.Minute)
-	r, _ := lim.Allow(ctx, "client-42", perMinute)
+	r, err := lim.Allow(ctx, "client-42", perMinute)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Allowed, r.Source, r.RetryAfter)
 	// Output:
 	// true store 0s
@@ -40,13 +53,22 @@ func Example() {
 }
 
 func ExampleNew() {
-	inner, _ := memstore.New() // in production: redisstore.New(client)
+	inner, err := memstore.New() // in production: redisstore.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
 	st, err := denycache.New(inner, denycache.WithMaxEntries(10_000))
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
-	lim, _ := ratewarden.New(st)
-	r, _ := lim.Allow(context.Background(), "client-42", ratewarden.PerSecond(10))
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := lim.Allow(context.Background(), "client-42", ratewarden.PerSecond(10))
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Allowed)
 	_, err = denycache.New(inner, denycache.WithMaxEntries(0))
 	fmt.Println(err)
@@ -60,19 +82,39 @@ func ExampleNew() {
 func ExampleWithClock() {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	inner, _ := memstore.New(memstore.WithClock(clock))
-	st, _ := denycache.New(inner, denycache.WithClock(clock))
-	lim, _ := ratewarden.New(st)
+	inner, err := memstore.New(memstore.WithClock(clock))
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := denycache.New(inner, denycache.WithClock(clock))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
 	bucket := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: time.Second}
 	ctx := context.Background()
-	lim.Allow(ctx, "k", bucket)
-	r, _ := lim.Allow(ctx, "k", bucket)
+	if _, err := lim.Allow(ctx, "k", bucket); err != nil {
+		log.Fatal(err)
+	}
+	r, err := lim.Allow(ctx, "k", bucket)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Allowed, r.Source, r.RetryAfter)
 	now = now.Add(400 * time.Millisecond)
-	r, _ = lim.Allow(ctx, "k", bucket)
+	r, err = lim.Allow(ctx, "k", bucket)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Allowed, r.Source, r.RetryAfter)
 	now = now.Add(600 * time.Millisecond)
-	r, _ = lim.Allow(ctx, "k", bucket)
+	r, err = lim.Allow(ctx, "k", bucket)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Allowed, r.Source)
 	// Output:
 	// false store 1s
@@ -82,17 +124,38 @@ func ExampleWithClock() {
 
 // Reset through the cache forgets the key's denials.
 func ExampleStore_Reset() {
-	inner, _ := memstore.New()
-	st, _ := denycache.New(inner)
-	lim, _ := ratewarden.New(st)
+	inner, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := denycache.New(inner)
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
 	hourly := ratewarden.PerHour(1)
-	lim.Allow(ctx, "k", hourly)
-	lim.Allow(ctx, "k", hourly) // denied by the store
-	r, _ := lim.Allow(ctx, "k", hourly)
+	if _, err := lim.Allow(ctx, "k", hourly); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := lim.Allow(ctx, "k", hourly); err != nil { // denied by the store
+		log.Fatal(err)
+	}
+	r, err := lim.Allow(ctx, "k", hourly)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Allowed, r.Source)
-	_ = lim.Reset(ctx, "k", hourly)
-	r, _ = lim.Allow(ctx, "k", hourly)
+	if err := lim.Reset(ctx, "k", hourly); err != nil {
+		log.Fatal(err)
+	}
+	r, err = lim.Allow(ctx, "k", hourly)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Allowed, r.Source)
 	// Output:
 	// false cache
@@ -100,12 +163,23 @@ func ExampleStore_Reset() {
 }
 
 func ExampleStore_Len() {
-	inner, _ := memstore.New()
-	st, _ := denycache.New(inner)
-	lim, _ := ratewarden.New(st)
+	inner, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := denycache.New(inner)
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
 	for _, key := range []string{"a", "b", "a", "b"} {
-		lim.Allow(ctx, key, ratewarden.PerHour(1))
+		if _, err := lim.Allow(ctx, key, ratewarden.PerHour(1)); err != nil {
+			log.Fatal(err)
+		}
 	}
 	fmt.Println(st.Len())
 	// Output:
@@ -113,13 +187,21 @@ func ExampleStore_Len() {
 }
 
 func ExampleStore_Check() {
-	inner, _ := memstore.New()
-	st, _ := denycache.New(inner)
+	inner, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := denycache.New(inner)
+	if err != nil {
+		log.Fatal(err)
+	}
 	daily := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: 24 * time.Hour}
 	req := &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{daily}, Cost: 1}
 	res := make([]ratewarden.Result, 1)
 	for range 3 {
-		_ = st.Check(context.Background(), req, res)
+		if err := st.Check(context.Background(), req, res); err != nil {
+			log.Fatal(err)
+		}
 		fmt.Println(res[0].Allowed, res[0].Source)
 	}
 	// Output:

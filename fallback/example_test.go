@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"time"
 
@@ -15,8 +16,13 @@ import (
 // downStore returns a store that is unavailable, as Redis is during an
 // outage: a closed memstore fails every call with ErrStoreUnavailable.
 func downStore() ratewarden.Store {
-	m, _ := memstore.New()
-	_ = m.Close()
+	m, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		log.Fatal(err)
+	}
 	return m
 }
 
@@ -29,16 +35,18 @@ func Example() {
 		fallback.WithPolicy(fallback.LocalFallback),
 		fallback.WithReplicas(4))
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
-	lim, _ := ratewarden.New(st)
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
 	admitted := 0
 	var last ratewarden.Result
 	for range 40 {
 		last, err = lim.Allow(context.Background(), "client-42", ratewarden.PerMinute(100))
 		if err != nil {
-			panic(err) // never: an outage is an answer
+			log.Fatal(err) // never: an outage is an answer
 		}
 		if last.Allowed {
 			admitted++
@@ -52,16 +60,24 @@ func Example() {
 }
 
 func ExampleNew() {
-	primary, _ := memstore.New() // in production: redisstore.New(client)
+	primary, err := memstore.New() // in production: redisstore.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
 	st, err := fallback.New(primary, quiet,
-		fallback.WithTimeout(20*time.Millisecond),
+		fallback.WithTimeout(5*time.Second),
 		fallback.WithPolicy(fallback.FailOpen))
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
-	lim, _ := ratewarden.New(st)
-	r, _ := lim.Allow(context.Background(), "k", ratewarden.PerSecond(10))
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := lim.Allow(context.Background(), "k", ratewarden.PerSecond(10))
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Allowed, r.Source, r.Remaining)
 
 	_, err = fallback.New(primary, fallback.WithReplicas(0))
@@ -87,7 +103,7 @@ func ExampleParsePolicy() {
 func ExamplePolicy_UnmarshalText() {
 	var p fallback.Policy
 	if err := p.UnmarshalText([]byte("local_fallback")); err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	fmt.Println(p == fallback.LocalFallback)
 	// Output: true
@@ -106,27 +122,41 @@ func ExampleState_String() {
 // Check is what a Limiter calls; a service building Requests itself can
 // call it directly.
 func ExampleStore_Check() {
-	st, _ := fallback.New(downStore(), quiet, fallback.WithPolicy(fallback.FailClosed), fallback.WithRetryAfter(30*time.Second))
+	st, err := fallback.New(downStore(), quiet, fallback.WithPolicy(fallback.FailClosed), fallback.WithRetryAfter(30*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
 	res := make([]ratewarden.Result, 1)
-	err := st.Check(context.Background(), &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{ratewarden.PerMinute(5)}, Cost: 1}, res)
+	err = st.Check(context.Background(), &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{ratewarden.PerMinute(5)}, Cost: 1}, res)
 	fmt.Println(err, res[0].Allowed, res[0].RetryAfter, res[0].Source)
 	// Output: <nil> false 30s fail_closed
 }
 
 // Reset cannot reset the shared state while the store is down: it says so.
 func ExampleStore_Reset() {
-	st, _ := fallback.New(downStore(), quiet)
-	err := st.Reset(context.Background(), "k", ratewarden.PerMinute(5))
+	st, err := fallback.New(downStore(), quiet)
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = st.Reset(context.Background(), "k", ratewarden.PerMinute(5))
 	fmt.Println(errors.Is(err, ratewarden.ErrStoreUnavailable))
 	// Output: true
 }
 
 // State backs a readiness check.
 func ExampleStore_State() {
-	st, _ := fallback.New(downStore(), quiet, fallback.WithTripAfter(2))
-	lim, _ := ratewarden.New(st)
+	st, err := fallback.New(downStore(), quiet, fallback.WithTripAfter(2), fallback.WithProbeInterval(time.Hour))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
 	for range 2 {
-		_, _ = lim.Allow(context.Background(), "k", ratewarden.PerMinute(5))
+		if _, err := lim.Allow(context.Background(), "k", ratewarden.PerMinute(5)); err != nil {
+			log.Fatal(err)
+		}
 	}
 	fmt.Println("ready:", st.State() != fallback.StateOpen, st.State())
 	// Output: ready: false open
@@ -135,15 +165,27 @@ func ExampleStore_State() {
 // Login attempts fail closed; everything else falls back to the local share.
 func ExampleWithPolicyFunc() {
 	login := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 5, Period: time.Minute}
-	st, _ := fallback.New(downStore(), quiet, fallback.WithPolicyFunc(func(l ratewarden.Limit) fallback.Policy {
+	st, err := fallback.New(downStore(), quiet, fallback.WithPolicyFunc(func(l ratewarden.Limit) fallback.Policy {
 		if l == login {
 			return fallback.FailClosed
 		}
 		return 0 // the WithPolicy default, LocalFallback
 	}))
-	lim, _ := ratewarden.New(st)
-	r1, _ := lim.Allow(context.Background(), "alice", login)
-	r2, _ := lim.Allow(context.Background(), "alice", ratewarden.PerMinute(100))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	r1, err := lim.Allow(context.Background(), "alice", login)
+	if err != nil {
+		log.Fatal(err)
+	}
+	r2, err := lim.Allow(context.Background(), "alice", ratewarden.PerMinute(100))
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r1.Allowed, r1.Source)
 	fmt.Println(r2.Allowed, r2.Source)
 	// Output:
@@ -152,22 +194,38 @@ func ExampleWithPolicyFunc() {
 }
 
 func ExampleWithOnStateChange() {
-	st, _ := fallback.New(downStore(), quiet, fallback.WithTripAfter(1),
+	st, err := fallback.New(downStore(), quiet, fallback.WithTripAfter(1),
 		fallback.WithOnStateChange(func(from, to fallback.State) {
 			fmt.Println("breaker:", from, "->", to)
 		}))
-	lim, _ := ratewarden.New(st)
-	_, _ = lim.Allow(context.Background(), "k", ratewarden.PerMinute(5))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := lim.Allow(context.Background(), "k", ratewarden.PerMinute(5)); err != nil {
+		log.Fatal(err)
+	}
 	// Output: breaker: closed -> open
 }
 
 func ExampleWithOnDegraded() {
-	st, _ := fallback.New(downStore(), quiet, fallback.WithPolicy(fallback.FailOpen),
+	st, err := fallback.New(downStore(), quiet, fallback.WithPolicy(fallback.FailOpen),
 		fallback.WithOnDegraded(func(p fallback.Policy, cause error) {
 			fmt.Println("degraded:", p, errors.Is(cause, ratewarden.ErrStoreUnavailable))
 		}))
-	lim, _ := ratewarden.New(st)
-	_, _ = lim.Allow(context.Background(), "k", ratewarden.PerMinute(5))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := lim.Allow(context.Background(), "k", ratewarden.PerMinute(5)); err != nil {
+		log.Fatal(err)
+	}
 	// Output: degraded: fail_open true
 }
 
@@ -175,8 +233,11 @@ func ExampleWithOnDegraded() {
 // at least 50 calls in 5s, or 3 failures in a row; probe every 500ms with
 // 2 calls.
 func ExampleWithTripRatio() {
-	primary, _ := memstore.New()
-	_, err := fallback.New(primary, quiet,
+	primary, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = fallback.New(primary, quiet,
 		fallback.WithTripRatio(0.3, 50),
 		fallback.WithWindow(5*time.Second),
 		fallback.WithTripAfter(3),
@@ -194,10 +255,21 @@ func ExampleWithTripRatio() {
 // The local shares can live in a memstore of your choosing, to bound its
 // memory differently.
 func ExampleWithLocalStore() {
-	local, _ := memstore.New(memstore.WithMaxKeys(10_000))
-	st, _ := fallback.New(downStore(), quiet, fallback.WithLocalStore(local))
-	lim, _ := ratewarden.New(st)
-	_, _ = lim.Allow(context.Background(), "k", ratewarden.PerMinute(5))
+	local, err := memstore.New(memstore.WithMaxKeys(10_000))
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := fallback.New(downStore(), quiet, fallback.WithLocalStore(local))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := lim.Allow(context.Background(), "k", ratewarden.PerMinute(5)); err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(local.Len())
 	// Output: 1
 }
@@ -206,15 +278,23 @@ func ExampleWithLocalStore() {
 // redisstore.Slot to group keys by slot, so a failed primary degrades only
 // the keys it held.
 func ExampleNewPartitioned() {
-	primary, _ := memstore.New()                              // in production: redisstore.New(clusterClient)
+	primary, err := memstore.New() // in production: redisstore.New(clusterClient)
+	if err != nil {
+		log.Fatal(err)
+	}
 	groups := func(key string) int { return int(key[0]) % 4 } // e.g. redisstore.Slot(key) / 4096
 	st, err := fallback.NewPartitioned(primary, 4, groups, fallback.WithPolicy(fallback.LocalFallback))
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
-	lim, _ := ratewarden.New(st)
-	r, _ := lim.Allow(context.Background(), "user:42", ratewarden.PerMinute(100))
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := lim.Allow(context.Background(), "user:42", ratewarden.PerMinute(100))
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Allowed, r.Source, st.States())
 	// Output: true store [closed closed closed closed]
 }

@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"fmt"
+	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -51,8 +52,7 @@ func Example() {
 		httplimit.Policy{Name: "daily", Limit: ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: 24 * time.Hour}},
 	))
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
 	h := mw.Handler(hi)
 	for range 3 {
@@ -77,8 +77,7 @@ func Example() {
 func ExampleNew() {
 	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(100)))
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
 	w := send(mw.Handler(hi), "203.0.113.7:5000", "/")
 	fmt.Println(w.Code, w.Header().Get("X-RateLimit-Limit"), w.Header().Get("X-RateLimit-Remaining"))
@@ -93,7 +92,10 @@ func ExampleNew() {
 // Handler is standard middleware: wrap a mux, a single route, or pass it
 // to a router's Use (chi: r.Use(mw.Handler)).
 func ExampleMiddleware_Handler() {
-	mw, _ := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}))
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}))
+	if err != nil {
+		log.Fatal(err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /search", mw.Handler(hi)) // limited
 	mux.Handle("GET /about", hi)              // not limited
@@ -114,14 +116,16 @@ func ExampleClientIP() {
 		Header:         httplimit.XForwardedFor,
 	})
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
 	show := func(remote, xff string) {
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		r.RemoteAddr = remote
 		r.Header.Set("X-Forwarded-For", xff)
-		k, _ := key(r)
+		k, err := key(r)
+		if err != nil {
+			log.Fatal(err)
+		}
 		fmt.Println(k)
 	}
 	show("10.0.0.2:80", "1.2.3.4, 203.0.113.7")   // via the balancer: the right-most untrusted hop
@@ -140,9 +144,12 @@ func ExampleClientIP() {
 }
 
 func ExampleHeader() {
-	mw, _ := httplimit.New(exampleLimiter(),
+	mw, err := httplimit.New(exampleLimiter(),
 		httplimit.WithLimits(ratewarden.PerMinute(100)),
 		httplimit.WithKey(httplimit.Header("X-API-Key")))
+	if err != nil {
+		log.Fatal(err)
+	}
 	h := mw.Handler(hi)
 	fmt.Println(send(h, "203.0.113.7:5000", "/", "X-API-Key", "alice-secret").Code)
 	w := send(h, "203.0.113.7:5000", "/") // no key
@@ -153,14 +160,23 @@ func ExampleHeader() {
 }
 
 func ExampleFirstOf() {
-	ip, _ := httplimit.ClientIP(httplimit.IPConfig{})
+	ip, err := httplimit.ClientIP(httplimit.IPConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	key := httplimit.FirstOf(httplimit.Header("X-API-Key"), ip)
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.RemoteAddr = "203.0.113.7:5000"
-	k, _ := key(r)
+	k, err := key(r)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(k)
 	r.Header.Set("X-API-Key", "alice-secret")
-	k, _ = key(r)
+	k, err = key(r)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(k)
 	// Output:
 	// ip:203.0.113.7
@@ -169,11 +185,17 @@ func ExampleFirstOf() {
 
 // Per route and client: the key joins the ServeMux pattern and the address.
 func ExampleJoin() {
-	ip, _ := httplimit.ClientIP(httplimit.IPConfig{})
-	mw, _ := httplimit.New(exampleLimiter(),
+	ip, err := httplimit.ClientIP(httplimit.IPConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mw, err := httplimit.New(exampleLimiter(),
 		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}),
 		httplimit.WithKey(httplimit.Join(httplimit.Pattern, ip)),
 		httplimit.WithOnLimit(func(_ *http.Request, info httplimit.Info) { fmt.Println("limited:", info.Key) }))
+	if err != nil {
+		log.Fatal(err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /items/{id}", mw.Handler(hi))
 	mux.Handle("GET /users/{id}", mw.Handler(hi))
@@ -189,9 +211,12 @@ func ExampleJoin() {
 
 // A global limit: every client shares one budget.
 func ExampleStatic() {
-	mw, _ := httplimit.New(exampleLimiter(),
+	mw, err := httplimit.New(exampleLimiter(),
 		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 2, Period: time.Minute}),
 		httplimit.WithKey(httplimit.Static("all")))
+	if err != nil {
+		log.Fatal(err)
+	}
 	h := mw.Handler(hi)
 	for _, remote := range []string{"203.0.113.1:1", "203.0.113.2:1", "203.0.113.3:1"} {
 		fmt.Println(send(h, remote, "/").Code)
@@ -205,7 +230,11 @@ func ExampleStatic() {
 func ExamplePattern() {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /items/{id}", func(w http.ResponseWriter, r *http.Request) {
-		k, _ := httplimit.Pattern(r)
+		k, err := httplimit.Pattern(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 		fmt.Println(k)
 	})
 	send(mux, "203.0.113.7:5000", "/items/42")
@@ -217,7 +246,7 @@ func ExampleWithRule() {
 	fixed := func(n int64) ratewarden.Limit {
 		return ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: n, Period: time.Minute}
 	}
-	mw, _ := httplimit.New(exampleLimiter(),
+	mw, err := httplimit.New(exampleLimiter(),
 		httplimit.WithRule(httplimit.Rule{
 			Name:     "login",
 			Match:    func(r *http.Request) bool { return r.URL.Path == "/login" },
@@ -225,6 +254,9 @@ func ExampleWithRule() {
 		}),
 		httplimit.WithLimits(fixed(100)), // everything else
 	)
+	if err != nil {
+		log.Fatal(err)
+	}
 	h := mw.Handler(hi)
 	for _, path := range []string{"/login", "/login", "/home"} {
 		w := send(h, "203.0.113.7:5000", path)
@@ -237,7 +269,7 @@ func ExampleWithRule() {
 }
 
 func ExampleWithCost() {
-	mw, _ := httplimit.New(exampleLimiter(),
+	mw, err := httplimit.New(exampleLimiter(),
 		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Minute}),
 		httplimit.WithCost(func(r *http.Request) (int64, error) {
 			if r.URL.Path == "/bulk" {
@@ -245,6 +277,9 @@ func ExampleWithCost() {
 			}
 			return 1, nil
 		}))
+	if err != nil {
+		log.Fatal(err)
+	}
 	h := mw.Handler(hi)
 	for _, path := range []string{"/bulk", "/one", "/bulk"} {
 		w := send(h, "203.0.113.7:5000", path)
@@ -257,13 +292,16 @@ func ExampleWithCost() {
 }
 
 func ExampleWithShadow() {
-	mw, _ := httplimit.New(exampleLimiter(),
+	mw, err := httplimit.New(exampleLimiter(),
 		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}),
 		httplimit.WithShadow(true),
 		httplimit.WithLogger(slog.New(slog.DiscardHandler)),
 		httplimit.WithOnLimit(func(_ *http.Request, info httplimit.Info) {
 			fmt.Println("would have limited", info.Key, "shadow:", info.Shadow)
 		}))
+	if err != nil {
+		log.Fatal(err)
+	}
 	h := mw.Handler(hi)
 	for range 2 {
 		fmt.Println(send(h, "203.0.113.7:5000", "/").Code)
@@ -275,9 +313,12 @@ func ExampleWithShadow() {
 }
 
 func ExampleWithSkip() {
-	mw, _ := httplimit.New(exampleLimiter(),
+	mw, err := httplimit.New(exampleLimiter(),
 		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}),
 		httplimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }))
+	if err != nil {
+		log.Fatal(err)
+	}
 	h := mw.Handler(hi)
 	for _, path := range []string{"/healthz", "/healthz", "/", "/"} {
 		fmt.Println(path, send(h, "203.0.113.7:5000", path).Code)
@@ -290,9 +331,12 @@ func ExampleWithSkip() {
 }
 
 func ExampleWithHeaders() {
-	mw, _ := httplimit.New(exampleLimiter(),
+	mw, err := httplimit.New(exampleLimiter(),
 		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 5, Period: time.Minute}),
 		httplimit.WithHeaders(httplimit.XRateLimitHeaders))
+	if err != nil {
+		log.Fatal(err)
+	}
 	w := send(mw.Handler(hi), "203.0.113.7:5000", "/")
 	for _, name := range []string{"RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
 		fmt.Printf("%s: %q\n", name, w.Header().Get(name))
@@ -305,12 +349,15 @@ func ExampleWithHeaders() {
 }
 
 func ExampleWithDeniedHandler() {
-	mw, _ := httplimit.New(exampleLimiter(),
+	mw, err := httplimit.New(exampleLimiter(),
 		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}),
 		httplimit.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, info httplimit.Info) {
 			w.WriteHeader(http.StatusTooManyRequests)
 			fmt.Fprintf(w, "slow down, retry in %ss", w.Header().Get("Retry-After"))
 		}))
+	if err != nil {
+		log.Fatal(err)
+	}
 	h := mw.Handler(hi)
 	send(h, "203.0.113.7:5000", "/")
 	w := send(h, "203.0.113.7:5000", "/")
@@ -322,12 +369,15 @@ func ExampleWithDeniedHandler() {
 // WithErrorHandler answers requests that cannot be decided, here a missing
 // API key, without revealing why internally.
 func ExampleWithErrorHandler() {
-	mw, _ := httplimit.New(exampleLimiter(),
+	mw, err := httplimit.New(exampleLimiter(),
 		httplimit.WithLimits(ratewarden.PerMinute(10)),
 		httplimit.WithKey(httplimit.Header("X-API-Key")),
 		httplimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
 			http.Error(w, "an API key is required", http.StatusUnauthorized)
 		}))
+	if err != nil {
+		log.Fatal(err)
+	}
 	w := send(mw.Handler(hi), "203.0.113.7:5000", "/")
 	fmt.Print(w.Code, " ", w.Body.String())
 	// Output:
@@ -337,12 +387,23 @@ func ExampleWithErrorHandler() {
 // With no failure policy around the store, a store error lets the request
 // through by default; WithFailClosed(true) answers 503 instead.
 func ExampleWithFailClosed() {
-	st, _ := memstore.New()
-	_ = st.Close() // every check now fails, as an unreachable Redis would
-	lim, _ := ratewarden.New(st)
+	st, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := st.Close(); err != nil { // every check now fails, as an unreachable Redis would
+		log.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
 	for _, closed := range []bool{false, true} {
-		mw, _ := httplimit.New(lim, httplimit.WithLimits(ratewarden.PerMinute(10)),
+		mw, err := httplimit.New(lim, httplimit.WithLimits(ratewarden.PerMinute(10)),
 			httplimit.WithFailClosed(closed), httplimit.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			log.Fatal(err)
+		}
 		fmt.Println("fail closed:", closed, "->", send(mw.Handler(hi), "203.0.113.7:5000", "/").Code)
 	}
 	// Output:
@@ -361,10 +422,13 @@ func ExampleWriteProblem() {
 // Several limits are checked together: a request denied by one consumes
 // nothing from the others.
 func ExampleWithLimits() {
-	mw, _ := httplimit.New(exampleLimiter(), httplimit.WithLimits(
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(
 		ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute},
 		ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 100, Period: time.Hour},
 	))
+	if err != nil {
+		log.Fatal(err)
+	}
 	h := mw.Handler(hi)
 	for range 2 {
 		w := send(h, "203.0.113.7:5000", "/")
@@ -376,9 +440,12 @@ func ExampleWithLimits() {
 }
 
 func ExampleWithPolicies() {
-	mw, _ := httplimit.New(exampleLimiter(), httplimit.WithPolicies(
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithPolicies(
 		httplimit.Policy{Name: "default", Limit: ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 100, Period: time.Minute}},
 	))
+	if err != nil {
+		log.Fatal(err)
+	}
 	w := send(mw.Handler(hi), "203.0.113.7:5000", "/")
 	fmt.Println(w.Header().Get("RateLimit-Policy"))
 	fmt.Println(w.Header().Get("RateLimit"))
@@ -388,10 +455,16 @@ func ExampleWithPolicies() {
 }
 
 func ExampleWithKey() {
-	ip, _ := httplimit.ClientIP(httplimit.IPConfig{IPv4Prefix: 24}) // a /24 shares one budget
-	mw, _ := httplimit.New(exampleLimiter(),
+	ip, err := httplimit.ClientIP(httplimit.IPConfig{IPv4Prefix: 24}) // a /24 shares one budget
+	if err != nil {
+		log.Fatal(err)
+	}
+	mw, err := httplimit.New(exampleLimiter(),
 		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}),
 		httplimit.WithKey(ip))
+	if err != nil {
+		log.Fatal(err)
+	}
 	h := mw.Handler(hi)
 	fmt.Println(send(h, "203.0.113.1:5000", "/").Code)
 	fmt.Println(send(h, "203.0.113.2:5000", "/").Code)
@@ -403,12 +476,15 @@ func ExampleWithKey() {
 }
 
 func ExampleWithOnLimit() {
-	mw, _ := httplimit.New(exampleLimiter(),
+	mw, err := httplimit.New(exampleLimiter(),
 		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}),
 		httplimit.WithOnLimit(func(r *http.Request, info httplimit.Info) {
 			b := info.Decision.Binding()
 			fmt.Printf("%s %s over %v, retry after %v\n", r.Method, info.Key, b.Limit, b.RetryAfter)
 		}))
+	if err != nil {
+		log.Fatal(err)
+	}
 	h := mw.Handler(hi)
 	send(h, "203.0.113.7:5000", "/")
 	send(h, "203.0.113.7:5000", "/")
@@ -419,7 +495,7 @@ func ExampleWithOnLimit() {
 // The logger hears of store errors (at most one line a second) and of
 // requests shadow mode let through.
 func ExampleWithLogger() {
-	log := slog.New(slog.NewTextHandler(exampleStdout{}, &slog.HandlerOptions{
+	logger := slog.New(slog.NewTextHandler(exampleStdout{}, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey {
 				return slog.Attr{} // deterministic output
@@ -427,9 +503,12 @@ func ExampleWithLogger() {
 			return a
 		},
 	}))
-	mw, _ := httplimit.New(exampleLimiter(),
+	mw, err := httplimit.New(exampleLimiter(),
 		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}),
-		httplimit.WithShadow(true), httplimit.WithLogger(log))
+		httplimit.WithShadow(true), httplimit.WithLogger(logger))
+	if err != nil {
+		log.Fatal(err)
+	}
 	h := mw.Handler(hi)
 	send(h, "203.0.113.7:5000", "/")
 	send(h, "203.0.113.7:5000", "/")
@@ -443,12 +522,15 @@ func (exampleStdout) Write(p []byte) (int, error) { fmt.Print(string(p)); return
 
 // ProblemDenied can be wrapped to add to the default rejection.
 func ExampleProblemDenied() {
-	mw, _ := httplimit.New(exampleLimiter(),
+	mw, err := httplimit.New(exampleLimiter(),
 		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Minute}),
 		httplimit.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, info httplimit.Info) {
 			w.Header().Set("Link", `</docs/limits>; rel="help"`)
 			httplimit.ProblemDenied(w, r, info)
 		}))
+	if err != nil {
+		log.Fatal(err)
+	}
 	h := mw.Handler(hi)
 	send(h, "203.0.113.7:5000", "/")
 	w := send(h, "203.0.113.7:5000", "/")

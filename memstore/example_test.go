@@ -3,6 +3,7 @@ package memstore_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
@@ -12,15 +13,18 @@ import (
 func ExampleNew() {
 	store, err := memstore.New()
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	defer store.Close()
 	limiter, err := ratewarden.New(store)
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	for range 3 {
-		r, _ := limiter.Allow(context.Background(), "user:42", ratewarden.PerMinute(2))
+		r, err := limiter.Allow(context.Background(), "user:42", ratewarden.PerMinute(2))
+		if err != nil {
+			log.Fatal(err)
+		}
 		fmt.Println(r.Allowed, r.Remaining)
 	}
 	// Output:
@@ -31,17 +35,32 @@ func ExampleNew() {
 
 func ExampleWithClock() {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	store, _ := memstore.New(memstore.WithClock(func() time.Time { return now }))
-	limiter, _ := ratewarden.New(store)
+	store, err := memstore.New(memstore.WithClock(func() time.Time { return now }))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
 	lim := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: time.Second}
 	ctx := context.Background()
 
-	r, _ := limiter.Allow(ctx, "k", lim)
+	r, err := limiter.Allow(ctx, "k", lim)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Allowed)
-	r, _ = limiter.Allow(ctx, "k", lim)
+	r, err = limiter.Allow(ctx, "k", lim)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Allowed, r.RetryAfter)
 	now = now.Add(r.RetryAfter)
-	r, _ = limiter.Allow(ctx, "k", lim)
+	r, err = limiter.Allow(ctx, "k", lim)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Allowed)
 	// Output:
 	// true
@@ -50,10 +69,18 @@ func ExampleWithClock() {
 }
 
 func ExampleWithMaxKeys() {
-	store, _ := memstore.New(memstore.WithMaxKeys(2), memstore.WithShards(1))
-	limiter, _ := ratewarden.New(store)
+	store, err := memstore.New(memstore.WithMaxKeys(2), memstore.WithShards(1))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
 	for _, k := range []string{"a", "b", "c", "d"} {
-		limiter.Allow(context.Background(), k, ratewarden.PerHour(10))
+		if _, err := limiter.Allow(context.Background(), k, ratewarden.PerHour(10)); err != nil {
+			log.Fatal(err)
+		}
 	}
 	fmt.Println(store.Len())
 	// Output: 2
@@ -73,14 +100,17 @@ func ExampleWithShards() {
 
 func ExampleStore_Check() {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	store, _ := memstore.New(memstore.WithClock(func() time.Time { return now }))
+	store, err := memstore.New(memstore.WithClock(func() time.Time { return now }))
+	if err != nil {
+		log.Fatal(err)
+	}
 	perSecond := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 2, Period: time.Second}
 	perHour := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 100, Period: time.Hour}
 	req := ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{perSecond, perHour}, Cost: 2}
 	res := make([]ratewarden.Result, 2)
 	for range 2 {
 		if err := store.Check(context.Background(), &req, res); err != nil {
-			panic(err)
+			log.Fatal(err)
 		}
 		fmt.Println(res[0].Allowed, res[0].Remaining, res[1].Allowed, res[1].Remaining)
 	}
@@ -90,15 +120,31 @@ func ExampleStore_Check() {
 }
 
 func ExampleStore_Reset() {
-	store, _ := memstore.New()
-	limiter, _ := ratewarden.New(store)
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
 	lim := ratewarden.PerMinute(1)
-	limiter.Allow(ctx, "k", lim)
-	r, _ := limiter.Peek(ctx, "k", lim)
+	if _, err := limiter.Allow(ctx, "k", lim); err != nil {
+		log.Fatal(err)
+	}
+	r, err := limiter.Peek(ctx, "k", lim)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Allowed)
-	store.Reset(ctx, "k", lim)
-	r, _ = limiter.Peek(ctx, "k", lim)
+	if err := store.Reset(ctx, "k", lim); err != nil {
+		log.Fatal(err)
+	}
+	r, err = limiter.Peek(ctx, "k", lim)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Allowed)
 	// Output:
 	// false
@@ -106,22 +152,42 @@ func ExampleStore_Reset() {
 }
 
 func ExampleStore_Len() {
-	store, _ := memstore.New()
-	limiter, _ := ratewarden.New(store)
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
-	limiter.Allow(ctx, "a", ratewarden.PerMinute(5))
-	limiter.Allow(ctx, "a", ratewarden.PerHour(5)) // another scope: another state
-	limiter.Allow(ctx, "b", ratewarden.PerMinute(5))
-	limiter.Peek(ctx, "c", ratewarden.PerMinute(5)) // peeks store nothing
+	if _, err := limiter.Allow(ctx, "a", ratewarden.PerMinute(5)); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := limiter.Allow(ctx, "a", ratewarden.PerHour(5)); err != nil { // another scope: another state
+		log.Fatal(err)
+	}
+	if _, err := limiter.Allow(ctx, "b", ratewarden.PerMinute(5)); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := limiter.Peek(ctx, "c", ratewarden.PerMinute(5)); err != nil { // peeks store nothing
+		log.Fatal(err)
+	}
 	fmt.Println(store.Len())
 	// Output: 3
 }
 
 func ExampleStore_Close() {
-	store, _ := memstore.New()
-	limiter, _ := ratewarden.New(store)
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(store.Close())
-	_, err := limiter.Allow(context.Background(), "k", ratewarden.PerSecond(1))
+	_, err = limiter.Allow(context.Background(), "k", ratewarden.PerSecond(1))
 	fmt.Println(err)
 	// Output:
 	// <nil>
