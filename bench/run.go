@@ -76,76 +76,30 @@ func RunCell(ctx context.Context, r *Redis, con Contender, w Workload, callers i
 	if err := r.FlushAll(ctx); err != nil {
 		return nil, err
 	}
-	n := w.Instances
-	if callers < n {
-		n = callers
-	}
-	insts := make([]Instance, 0, n)
+	insts, err := openInstances(ctx, r, con, w, callers)
 	defer func() {
 		for _, in := range insts {
 			in.Close()
 		}
 	}()
-	for i := range n {
-		in, err := con.Open(r.Addr, (callers+n-1)/n, w.Limit)
-		if err != nil {
-			return nil, fmt.Errorf("%s: open: %w", con.Name, err)
-		}
-		insts = append(insts, in)
-		if _, err := in.Allow(ctx, "warm-up:"+strconv.Itoa(i)); err != nil {
-			return nil, fmt.Errorf("%s: warm-up: %w", con.Name, err)
-		}
+	if err != nil {
+		return nil, err
 	}
 	hot := "hot:" + strconv.FormatInt(cellSeq.Add(1), 10) // fresh per cell
 	before, err := r.Stats(ctx)
 	if err != nil {
 		return nil, err
 	}
-	type part struct {
-		dec, adm, errs int64
-		first          error
-		lat            hist
-	}
-	parts := make([]part, callers)
+	parts := make([]tally, callers)
 	var wg sync.WaitGroup
 	var issued atomic.Int64 // requests taken by callers, in count mode
 	start := make(chan struct{})
 	for g := range callers {
-		in := insts[g%len(insts)]
+		l := caller{in: insts[g%len(insts)], w: w, b: b, keys: keys, hot: hot, first: (g * 7919) % max(len(keys), 1), issued: &issued}
 		p := &parts[g]
 		wg.Go(func() {
 			<-start
-			stop := time.Now().Add(b.Duration)
-			k := (g * 7919) % max(len(keys), 1)
-			for {
-				if ctx.Err() != nil || (b.Requests > 0 && issued.Add(1) > b.Requests) {
-					return
-				}
-				key := hot
-				if w.Keys > 1 {
-					key = keys[k]
-					if k++; k == len(keys) {
-						k = 0
-					}
-				}
-				t0 := time.Now()
-				ok, err := in.Allow(ctx, key)
-				t1 := time.Now()
-				p.lat.add(t1.Sub(t0))
-				p.dec++
-				switch {
-				case err != nil:
-					p.errs++
-					if p.first == nil {
-						p.first = err
-					}
-				case ok:
-					p.adm++
-				}
-				if b.Requests <= 0 && !t1.Before(stop) {
-					return
-				}
-			}
+			l.run(ctx, p)
 		})
 	}
 	t0 := time.Now()
@@ -153,14 +107,7 @@ func RunCell(ctx context.Context, r *Redis, con Contender, w Workload, callers i
 	wg.Wait()
 	c := &Cell{Elapsed: time.Since(t0)}
 	for i := range parts {
-		p := &parts[i]
-		c.Decisions += p.dec
-		c.Admitted += p.adm
-		c.Errors += p.errs
-		if c.FirstErr == nil {
-			c.FirstErr = p.first
-		}
-		c.lat.merge(&p.lat)
+		c.add(&parts[i])
 	}
 	if b.Requests > 0 && (c.Decisions < b.Requests || ctx.Err() != nil) {
 		return nil, fmt.Errorf("%s, %s, %d callers: %d of %d requests decided (%d admitted, %d errors) in %v, when the context ended: %w",
@@ -173,6 +120,88 @@ func RunCell(ctx context.Context, r *Redis, con Contender, w Workload, callers i
 	c.RedisCPU = after.CPU - before.CPU
 	c.Calls = after.Calls - before.Calls - 1 // the INFO itself
 	return c, nil
+}
+
+// openInstances opens a cell's instances (at most one per caller) and
+// warms each up; it returns those it opened even with an error, for the
+// caller to close.
+func openInstances(ctx context.Context, r *Redis, con Contender, w Workload, callers int) ([]Instance, error) {
+	n := min(w.Instances, callers)
+	insts := make([]Instance, 0, n)
+	for i := range n {
+		in, err := con.Open(r.Addr, (callers+n-1)/n, w.Limit)
+		if err != nil {
+			return insts, fmt.Errorf("%s: open: %w", con.Name, err)
+		}
+		insts = append(insts, in)
+		if _, err := in.Allow(ctx, "warm-up:"+strconv.Itoa(i)); err != nil {
+			return insts, fmt.Errorf("%s: warm-up: %w", con.Name, err)
+		}
+	}
+	return insts, nil
+}
+
+// tally is what one caller of a cell counted.
+type tally struct {
+	dec, adm, errs int64
+	first          error
+	lat            hist
+}
+
+func (c *Cell) add(p *tally) {
+	c.Decisions += p.dec
+	c.Admitted += p.adm
+	c.Errors += p.errs
+	if c.FirstErr == nil {
+		c.FirstErr = p.first
+	}
+	c.lat.merge(&p.lat)
+}
+
+// caller is one caller of a cell: it calls Allow on its instance, on the hot
+// key or round the keys from first, until the cell's bound is reached.
+type caller struct {
+	in     Instance
+	w      Workload
+	b      Bound
+	keys   []string
+	hot    string
+	first  int
+	issued *atomic.Int64
+}
+
+func (l *caller) run(ctx context.Context, p *tally) {
+	stop := time.Now().Add(l.b.Duration)
+	k := l.first
+	for {
+		if ctx.Err() != nil || (l.b.Requests > 0 && l.issued.Add(1) > l.b.Requests) {
+			return
+		}
+		key := l.hot
+		if l.w.Keys > 1 {
+			key = l.keys[k]
+			if k++; k == len(l.keys) {
+				k = 0
+			}
+		}
+		t0 := time.Now()
+		ok, err := l.in.Allow(ctx, key)
+		t1 := time.Now()
+		p.lat.add(t1.Sub(t0))
+		p.dec++
+		switch {
+		case err != nil:
+			p.errs++
+			if p.first == nil {
+				p.first = err
+			}
+		case ok:
+			p.adm++
+		}
+		if l.b.Requests <= 0 && !t1.Before(stop) {
+			return
+		}
+	}
 }
 
 // Config bounds a comparison run.
