@@ -167,29 +167,12 @@ func (tr *traffic) finish(t *testing.T, bound time.Duration) {
 func (tr *traffic) waitCalls(t *testing.T, n int64, d time.Duration) {
 	t.Helper()
 	from := tr.calls.Load()
-	waitFor(t, d, func() string {
+	testredis.WaitFor(t, d, func() string {
 		if got := tr.calls.Load() - from; got < n {
 			return fmt.Sprintf("traffic made %d of %d calls", got, n)
 		}
 		return ""
 	})
-}
-
-// waitFor polls until cond returns "", for at most d; then it fails the
-// test with what cond last said.
-func waitFor(t *testing.T, d time.Duration, cond func() string) {
-	t.Helper()
-	start := time.Now()
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Since(start) > d {
-			t.Fatalf("still after %v: %s", d, msg)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // policyResult returns the validity check for results under p.
@@ -274,7 +257,7 @@ func TestRedisKilled(t *testing.T) {
 			}
 
 			tr := startTraffic(rp.fb, workers, trafficLimit, policyResult(p))
-			waitFor(t, waitCap, func() string {
+			testredis.WaitFor(t, waitCap, func() string {
 				if tr.bySource[ratewarden.SourceStore].Load() == 0 {
 					return fmt.Sprintf("no decision from Redis before the kill (%d calls)", tr.calls.Load())
 				}
@@ -288,7 +271,7 @@ func TestRedisKilled(t *testing.T) {
 			// Open: nothing reaches the primary or the network. (Calls in
 			// flight at the kill may still be on their way out; rueidis
 			// finishes them within its own timeouts.)
-			waitFor(t, waitCap, func() string {
+			testredis.WaitFor(t, waitCap, func() string {
 				if n := rp.primary.inFlight.Load(); n > 0 {
 					return fmt.Sprintf("%d calls to the primary still in flight after the breaker opened", n)
 				}
@@ -388,7 +371,7 @@ func TestRedisBlackholed(t *testing.T) {
 		}
 	}()
 	waitState(t, rp.fb, StateOpen, waitCap)
-	waitFor(t, waitCap, func() string { // the calls in flight time out
+	testredis.WaitFor(t, waitCap, func() string { // the calls in flight time out
 		if n := rp.primary.inFlight.Load(); n > 0 {
 			return fmt.Sprintf("%d calls to the black hole still in flight after the breaker opened", n)
 		}

@@ -407,7 +407,7 @@ func TestAcceptance_ScriptFlushAndRestart(t *testing.T) {
 		})
 	}
 	srv.Kill()
-	waitFor(t, func() string { // traffic on the dead server
+	testredis.WaitFor(t, waitCap, func() string { // traffic on the dead server
 		if downErrs.Load() == 0 {
 			return "no call saw the outage"
 		}
@@ -415,7 +415,7 @@ func TestAcceptance_ScriptFlushAndRestart(t *testing.T) {
 	})
 	srv.Restart(t)
 	upAt.Store(time.Now().UnixNano())
-	waitFor(t, func() string { // traffic on the restarted server
+	testredis.WaitFor(t, waitCap, func() string { // traffic on the restarted server
 		if n := lateOK.Load(); n < 24 {
 			return fmt.Sprintf("%d calls succeeded after the restart (%d failed), want 24", n, lateErrs.Load())
 		}
@@ -631,28 +631,11 @@ func TestAcceptance_BadInputMakesNoRedisCall(t *testing.T) {
 // what it takes on a busy machine.
 const waitCap = 30 * time.Second
 
-// waitFor polls until cond returns "", for at most waitCap; then it fails
-// the test with what cond last said.
-func waitFor(t *testing.T, cond func() string) {
-	t.Helper()
-	start := time.Now()
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Since(start) > waitCap {
-			t.Fatalf("still after %v: %s", waitCap, msg)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // waitCalls waits until *calls has grown by n.
 func waitCalls(t *testing.T, calls *atomic.Int64, n int64) {
 	t.Helper()
 	from := calls.Load()
-	waitFor(t, func() string {
+	testredis.WaitFor(t, waitCap, func() string {
 		if got := calls.Load() - from; got < n {
 			return fmt.Sprintf("traffic made %d of %d calls", got, n)
 		}

@@ -76,23 +76,6 @@ func settle() error {
 // leaves room for a busy machine.
 const failoverCap = 60 * time.Second
 
-// waitFor polls until cond returns "", for at most d; then it fails the
-// test with what cond last said.
-func waitFor(t *testing.T, d time.Duration, cond func() string) {
-	t.Helper()
-	start := time.Now()
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Since(start) > d {
-			t.Fatalf("still after %v: %s", d, msg)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // clusterURL is the connection URL of the test cluster: every node a seed.
 func clusterURL() string {
 	u := "redis://"

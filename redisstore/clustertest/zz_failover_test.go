@@ -163,7 +163,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 		}
 		return true
 	}
-	waitFor(t, failoverCap, func() string {
+	testredis.WaitFor(t, failoverCap, func() string {
 		if exhausted() {
 			return ""
 		}

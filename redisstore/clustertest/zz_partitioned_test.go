@@ -137,7 +137,7 @@ func TestPartitionedFailoverIsolatesShards(t *testing.T) {
 	}
 	defer func() { stop.Store(true); wg.Wait() }()
 
-	waitFor(t, failoverCap, func() string { // traffic on every shard before the kill
+	testredis.WaitFor(t, failoverCap, func() string { // traffic on every shard before the kill
 		if h, v := healthyCalls.Load(), victimCalls.Load(); h < 100 || v < 50 {
 			return fmt.Sprintf("%d decisions on healthy primaries (want 100) and %d on the victim (want 50) before the kill", h, v)
 		}
@@ -160,7 +160,7 @@ func TestPartitionedFailoverIsolatesShards(t *testing.T) {
 	t.Logf("replica promoted %v after the kill", time.Since(killed).Round(time.Millisecond))
 	// The victim's partitions probe again within a second and find the
 	// promoted replica.
-	waitFor(t, failoverCap, func() string {
+	testredis.WaitFor(t, failoverCap, func() string {
 		if victimFromRedis.Load() == 0 {
 			return "keys of the failed primary not decided by Redis again since the promotion"
 		}

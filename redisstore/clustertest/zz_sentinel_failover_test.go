@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/fallback"
+	"github.com/ratewarden/ratewarden/internal/testredis"
 	"github.com/ratewarden/ratewarden/redisstore"
 )
 
@@ -65,7 +66,7 @@ func TestSentinelFailoverUnderLoad(t *testing.T) {
 	}
 	defer func() { stop.Store(true); wg.Wait() }()
 
-	waitFor(t, failoverCap, func() string { // traffic before the kill
+	testredis.WaitFor(t, failoverCap, func() string { // traffic before the kill
 		if n := calls.Load(); n < 100 {
 			return fmt.Sprintf("%d of 100 calls before the kill", n)
 		}
@@ -88,7 +89,7 @@ func TestSentinelFailoverUnderLoad(t *testing.T) {
 	}
 	promotedIn := time.Since(killed)
 	promoted.Store(true)
-	waitFor(t, failoverCap, func() string {
+	testredis.WaitFor(t, failoverCap, func() string {
 		if afterPromotion.Load() == 0 {
 			return "decisions not back on Redis since the promotion"
 		}
