@@ -3,7 +3,6 @@ package memstore_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,34 +85,14 @@ const memstoreModelCases = 10_000
 // reference model (internal/refmodel), over random limits of the whole
 // valid range, with the documented bounds checked on what it admits.
 func TestModel(t *testing.T) {
-	var total atomic.Int64
-	t.Cleanup(func() { t.Logf("%d random cases against the reference model", total.Load()) })
-	for alg := range ratewarden.Algorithm(4) {
-		t.Run(alg.String(), func(t *testing.T) {
-			t.Parallel()
-			ml := newModelLimiter(t)
-			cfg := refmodel.Config{MaxSteps: 40, Base: 1_700_000_000_000_000, Spread: 100_000_000_000_000, LimiterOps: true}
-			var st refmodel.Stats
-			for c := range uint64(memstoreModelCases) {
-				seed := uint64(alg)<<32 | c
-				r := rand.New(rand.NewPCG(seed, 0x6d656d))
-				lim := refmodel.RandLimit(r, alg)
-				k := modelKey{ml: ml, key: fmt.Sprintf("model-%d", c), lim: lim}
-				s, err := refmodel.RunCase(r, lim, k, cfg)
-				if err != nil {
-					t.Fatalf("case seed %#x (key %q): %v", seed, k.key, err)
-				}
-				if err := ml.lim.Reset(context.Background(), k.key, lim); err != nil {
-					t.Fatal(err)
-				}
-				st.Steps += s.Steps
-				st.Denied += s.Denied
-				st.Admitted += s.Admitted
-			}
-			total.Add(memstoreModelCases)
-			t.Logf("%s: %d cases, %d steps (%d denied, %d admissions)", alg, memstoreModelCases, st.Steps, st.Denied, st.Admitted)
-		})
-	}
+	cfg := refmodel.Config{MaxSteps: 40, Base: 1_700_000_000_000_000, Spread: 100_000_000_000_000, LimiterOps: true}
+	refmodel.RunAll(t, memstoreModelCases, 0x6d656d, cfg, func(t *testing.T) func(refmodel.Case) (refmodel.System, string, func() error) {
+		ml := newModelLimiter(t)
+		return func(c refmodel.Case) (refmodel.System, string, func() error) {
+			k := modelKey{ml: ml, key: fmt.Sprintf("model-%d", c.I), lim: c.Limit}
+			return k, "key " + k.key, func() error { return ml.lim.Reset(context.Background(), k.key, c.Limit) }
+		}
+	})
 }
 
 // TestModelRegressions runs the fixed regression sequences (float64

@@ -2,8 +2,6 @@ package redisstore
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,31 +75,15 @@ func TestModelLua(t *testing.T) {
 	// Instants lie ahead of Redis' own clock, so the expiries the script
 	// sets are in its future and keys stay readable.
 	base := time.Now().Add(time.Hour).UnixMicro()
-	var total atomic.Int64
-	t.Cleanup(func() { t.Logf("%d random cases against the reference model", total.Load()) })
-	for alg := range ratewarden.Algorithm(4) {
-		t.Run(alg.String(), func(t *testing.T) {
-			t.Parallel()
-			s, ev := newClockStore(t, c)
-			cfg := refmodel.Config{MaxSteps: 40, Base: base, Spread: 100_000_000_000_000}
-			var st refmodel.Stats
-			for i := range uint64(redisModelCases) {
-				seed := uint64(alg)<<32 | i
-				r := rand.New(rand.NewPCG(seed, 0x6c7561))
-				lim := refmodel.RandLimit(r, alg)
-				k := &refKey{c: c, s: s, ev: ev, key: fmt.Sprintf("model:%d:%d", alg, i), lim: lim}
-				cs, err := refmodel.RunCase(r, lim, k, cfg)
-				if err != nil {
-					t.Fatalf("case seed %#x (key %q): %v", seed, k.key, err)
-				}
-				st.Steps += cs.Steps
-				st.Denied += cs.Denied
-				st.Admitted += cs.Admitted
-			}
-			total.Add(redisModelCases)
-			t.Logf("%s: %d cases, %d steps (%d denied, %d admissions)", alg, redisModelCases, st.Steps, st.Denied, st.Admitted)
-		})
-	}
+	cfg := refmodel.Config{MaxSteps: 40, Base: base, Spread: 100_000_000_000_000}
+	refmodel.RunAll(t, redisModelCases, 0x6c7561, cfg, func(t *testing.T) func(refmodel.Case) (refmodel.System, string, func() error) {
+		s, ev := newClockStore(t, c)
+		return func(cs refmodel.Case) (refmodel.System, string, func() error) {
+			alg := cs.Limit.Algorithm
+			k := &refKey{c: c, s: s, ev: ev, key: fmt.Sprintf("model:%d:%d", alg, cs.I), lim: cs.Limit}
+			return k, "key " + k.key, nil
+		}
+	})
 }
 
 // TestModelLuaRegressions runs the fixed regression sequences (float64

@@ -3,7 +3,6 @@ package algo
 import (
 	"math/rand/v2"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,29 +65,12 @@ const modelCases = 15_000
 // limits, and checks the documented bounds on what they admit, Wrote, and
 // that ExpireAt leaves nothing behind.
 func TestModel(t *testing.T) {
-	var total atomic.Int64
-	t.Cleanup(func() { t.Logf("%d random cases against the reference model", total.Load()) })
-	for alg := range ratewarden.Algorithm(4) {
-		t.Run(alg.String(), func(t *testing.T) {
-			t.Parallel()
-			cfg := refmodel.Config{MaxSteps: 40, Base: 1_700_000_000_000_000, Spread: 100_000_000_000_000}
-			var st refmodel.Stats
-			for c := range uint64(modelCases) {
-				seed := uint64(alg)<<32 | c
-				r := rand.New(rand.NewPCG(seed, 0x6d6f64656c))
-				lim := refmodel.RandLimit(r, alg)
-				s, err := refmodel.RunCase(r, lim, &modelSystem{p: FromLimit(lim)}, cfg)
-				if err != nil {
-					t.Fatalf("case seed %#x: %v", seed, err)
-				}
-				st.Steps += s.Steps
-				st.Denied += s.Denied
-				st.Admitted += s.Admitted
-			}
-			total.Add(modelCases)
-			t.Logf("%s: %d cases, %d steps (%d denied, %d admissions)", alg, modelCases, st.Steps, st.Denied, st.Admitted)
-		})
-	}
+	cfg := refmodel.Config{MaxSteps: 40, Base: 1_700_000_000_000_000, Spread: 100_000_000_000_000}
+	refmodel.RunAll(t, modelCases, 0x6d6f64656c, cfg, func(*testing.T) func(refmodel.Case) (refmodel.System, string, func() error) {
+		return func(c refmodel.Case) (refmodel.System, string, func() error) {
+			return &modelSystem{p: FromLimit(c.Limit)}, c.Limit.String(), nil
+		}
+	})
 }
 
 // TestModelRegressions runs the fixed regression sequences (float64
