@@ -59,7 +59,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		httpAddr:     envFlag(fs, getenv, "http-addr", "RATEWARDEN_HTTP_ADDR", ":8080", "HTTP API, metrics and health address"),
 		grpcAddr:     envFlag(fs, getenv, "grpc-addr", "RATEWARDEN_GRPC_ADDR", ":8081", "gRPC (Envoy rate limit service, health) address"),
 		cfgPaths:     envFlag(fs, getenv, "config", "RATEWARDEN_CONFIG", "", "config files or directories, comma-separated (default: built-in, one policy)"),
-		redisURL:     envFlag(fs, getenv, "redis", "RATEWARDEN_REDIS_URL", "", "Redis URL (redis://, rediss://, ?addr= for Cluster, ?master_set= for Sentinel); empty: in-memory, single node"),
+		redisURL:     envFlag(fs, getenv, "redis", "RATEWARDEN_REDIS_URL", "", "Redis URL (redis://host:6379, redis://h1:7000,h2:7001 for Cluster, redis-sentinel://s1,s2/master; see docs/operations.md); empty: in-memory, single node"),
 		token:        envFlag(fs, getenv, "api-token", "RATEWARDEN_API_TOKEN", "", "bearer token required by the /v1 HTTP API (prefer the environment variable)"),
 		failure:      envFlag(fs, getenv, "failure-policy", "RATEWARDEN_FAILURE_POLICY", string(config.LocalFallback), "failure policy of limits whose config names none: fail_open, fail_closed, local_fallback"),
 		replicas:     envFlag(fs, getenv, "replicas", "RATEWARDEN_REPLICAS", "1", "number of service replicas sharing the limits (local_fallback's share)"),
