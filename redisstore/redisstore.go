@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -15,20 +14,6 @@ import (
 	"github.com/ratewarden/ratewarden/internal/nilcheck"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
-)
-
-// The script is the clock preamble, the exact arithmetic the algorithms
-// share with the lease script, and the algorithms; tests swap the preamble
-// for one that takes now as an argument.
-var (
-	//go:embed lua/clock.lua
-	clockLua string
-	//go:embed lua/arith.lua
-	arithLua string
-	//go:embed lua/check.lua
-	checkLua string
-
-	script = clockLua + arithLua + checkLua
 )
 
 // DefaultPrefix starts every key the Store writes unless WithPrefix says
