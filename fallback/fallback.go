@@ -55,8 +55,9 @@
 // error that wraps no ratewarden sentinel. These never count and never
 // trigger the policy:
 //   - bad input (ratewarden.ErrInvalidLimit, ErrInvalidKey, ErrInvalidCost,
-//     ErrInvalidConfig): rejected before the primary is called, or passed
-//     through unchanged when the primary reports it;
+//     ErrInvalidConfig): the ratewarden.Limiter rejects it before this Store
+//     sees it (Store assumes valid input, as every ratewarden.Store may),
+//     and a primary's own bad-input verdict is passed through unchanged;
 //   - the caller's own context ending: the check returns an error wrapping
 //     both ratewarden.ErrStoreUnavailable and the context's error, as
 //     nobody waits for the answer any more.
@@ -237,14 +238,16 @@ func (s *Store) call(ctx context.Context, fn func(context.Context) error) error 
 	return err
 }
 
-// Check implements ratewarden.Store. It validates req (bad input is an
-// error and calls nothing), asks the primary under the deadline and the
-// breaker, and, when the primary cannot decide, fills res by the failure
-// policy with a nil error. See the package doc for which errors remain.
+// Check implements ratewarden.Store. It asks the primary under the
+// deadline and the breaker and, when the primary cannot decide, fills res
+// by the failure policy with a nil error. See the package doc for which
+// errors remain.
+//
+// req must be valid and res must have len(req.Limits) elements, as a
+// ratewarden.Limiter guarantees (see ratewarden.Request); Check does not
+// validate them again. Bad input stops at the Limiter, before any state
+// here or in the primary is touched.
 func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
-	if err := validate(req, res); err != nil {
-		return err
-	}
 	if ctx.Err() != nil {
 		return callerGone(ctx)
 	}
@@ -266,28 +269,15 @@ func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewa
 	return s.degrade(ctx, req, res, err)
 }
 
-func validate(req *ratewarden.Request, res []ratewarden.Result) error {
-	if req == nil {
-		return fmt.Errorf("fallback: nil request: %w", ratewarden.ErrInvalidConfig)
-	}
-	if err := ratewarden.ValidateRequest(req); err != nil {
-		return fmt.Errorf("fallback: %w", err)
-	}
-	if len(res) != len(req.Limits) {
-		return fmt.Errorf("fallback: %d results for %d limits: %w", len(res), len(req.Limits), ratewarden.ErrInvalidConfig)
-	}
-	return nil
-}
-
 // Reset implements ratewarden.Store: it resets key under limits on the
 // primary (under the deadline and the breaker) and in the local shares.
 // While the primary is unavailable it returns an error wrapping
 // ratewarden.ErrStoreUnavailable (ErrOpen when the breaker is open): the
 // shared state could not be reset.
+//
+// key and limits must be valid, as a ratewarden.Limiter guarantees; Reset
+// does not validate them again.
 func (s *Store) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
-	if err := validateReset(key, limits); err != nil {
-		return err
-	}
 	if ctx.Err() != nil {
 		return callerGone(ctx)
 	}
@@ -306,15 +296,6 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...ratewarden.Limi
 	}
 	if err != nil {
 		return fmt.Errorf("fallback: reset: %w", err)
-	}
-	return nil
-}
-
-// validateReset checks Reset's input as a Limiter does, through
-// ValidateRequest (a zero cost is valid for every limit).
-func validateReset(key string, limits []ratewarden.Limit) error {
-	if err := ratewarden.ValidateRequest(&ratewarden.Request{Key: key, Limits: limits}); err != nil {
-		return fmt.Errorf("fallback: %w", err)
 	}
 	return nil
 }

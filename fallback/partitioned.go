@@ -70,11 +70,9 @@ func (p *Partitioned) part(key string) (*Store, error) {
 	return p.parts[i], nil
 }
 
-// Check implements ratewarden.Store on the partition of req.Key.
+// Check implements ratewarden.Store on the partition of req.Key. Like
+// Store.Check it relies on the Limiter's validation of req and res.
 func (p *Partitioned) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
-	if err := validate(req, res); err != nil {
-		return err
-	}
 	st, err := p.part(req.Key)
 	if err != nil {
 		return err
@@ -82,11 +80,9 @@ func (p *Partitioned) Check(ctx context.Context, req *ratewarden.Request, res []
 	return st.Check(ctx, req, res)
 }
 
-// Reset implements ratewarden.Store on the partition of key.
+// Reset implements ratewarden.Store on the partition of key. Like
+// Store.Reset it relies on the Limiter's validation of key and limits.
 func (p *Partitioned) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
-	if err := validateReset(key, limits); err != nil {
-		return err
-	}
 	st, err := p.part(key)
 	if err != nil {
 		return err
