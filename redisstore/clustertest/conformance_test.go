@@ -17,7 +17,8 @@ func conformance(t *testing.T, c rueidis.Client) {
 // TestConformanceCluster runs the whole suite on the 3+3 cluster, through
 // a cluster client seeded with every node.
 func TestConformanceCluster(t *testing.T) {
-	c := client(t, clusterURL())
+	cluster := sharedCluster(t)
+	c := client(t, clusterURL(cluster))
 	if _, ok := c.Nodes()[cluster.Nodes[0].Addr]; !ok || len(c.Nodes()) < 3 {
 		t.Fatalf("not a cluster client: nodes %v", keys(c.Nodes()))
 	}
@@ -27,7 +28,8 @@ func TestConformanceCluster(t *testing.T) {
 // TestConformanceSentinel runs the whole suite on the Sentinel setup,
 // through a client that asks the sentinels for the primary.
 func TestConformanceSentinel(t *testing.T) {
-	c := client(t, sentinelURL())
+	sentinel := sharedSentinel(t)
+	c := client(t, sentinelURL(sentinel))
 	p, err := sentinel.Primary()
 	if err != nil {
 		t.Fatal(err)

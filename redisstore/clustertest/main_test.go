@@ -2,50 +2,76 @@ package clustertest
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/testredis"
 	"github.com/ratewarden/ratewarden/redisstore"
 	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 )
 
-// The deployments every test of the package shares.
-var (
-	cluster  *testredis.Cluster
-	sentinel *testredis.Sentinel
-)
+// shared holds the two deployments that the tests which leave a deployment
+// as they found it share: each is started on first use (a cluster start
+// costs seconds) and closed by TestMain. A test that kills a node starts a
+// deployment of its own instead (testredis.StartCluster, StartSentinel),
+// so no test depends on the order the tests run in. The package's tests
+// do not call t.Parallel: a test may flush the shared cluster.
+var shared struct {
+	clusterOnce, sentinelOnce sync.Once
+	cluster                   *testredis.Cluster
+	sentinel                  *testredis.Sentinel
+	clusterErr, sentinelErr   error
+}
+
+// sharedCluster returns the shared 3+3 cluster, starting it on first use.
+// Its tests must not kill, pause or reconfigure a node.
+func sharedCluster(tb testing.TB) *testredis.Cluster {
+	tb.Helper()
+	shared.clusterOnce.Do(func() {
+		start := time.Now()
+		shared.cluster, shared.clusterErr = testredis.NewCluster()
+		tb.Logf("shared cluster (3+3) started in %v", time.Since(start).Round(time.Millisecond))
+	})
+	if shared.clusterErr != nil {
+		tb.Fatalf("shared cluster: %v", shared.clusterErr)
+	}
+	return shared.cluster
+}
+
+// sharedSentinel returns the shared Sentinel deployment (1+1+3), starting
+// it on first use. Its tests must not kill, pause or reconfigure a node.
+func sharedSentinel(tb testing.TB) *testredis.Sentinel {
+	tb.Helper()
+	shared.sentinelOnce.Do(func() {
+		start := time.Now()
+		shared.sentinel, shared.sentinelErr = testredis.NewSentinel()
+		tb.Logf("shared sentinel deployment (1+1+3) started in %v", time.Since(start).Round(time.Millisecond))
+	})
+	if shared.sentinelErr != nil {
+		tb.Fatalf("shared sentinel deployment: %v", shared.sentinelErr)
+	}
+	return shared.sentinel
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
 func run(m *testing.M) int {
-	start := time.Now()
-	var wg sync.WaitGroup
-	var cerr, serr error
-	wg.Go(func() { cluster, cerr = testredis.NewCluster() })
-	wg.Go(func() { sentinel, serr = testredis.NewSentinel() })
-	wg.Wait()
-	stop := func() {
-		if cluster != nil {
-			cluster.Close()
-		}
-		if sentinel != nil {
-			sentinel.Close()
-		}
-	}
-	defer stop()
-	if cerr != nil || serr != nil {
-		fmt.Fprintf(os.Stderr, "clustertest: start: cluster: %v; sentinel: %v\n", cerr, serr)
-		return 1
-	}
-	fmt.Fprintf(os.Stderr, "clustertest: cluster (3+3) and sentinel (1+1+3) ready in %v\n", time.Since(start).Round(time.Millisecond))
 	code := m.Run()
-	stop()
+	if shared.cluster != nil {
+		shared.cluster.Close()
+	}
+	if shared.sentinel != nil {
+		shared.sentinel.Close()
+	}
 	if code != 0 {
 		return code
 	}
@@ -76,28 +102,14 @@ func settle() error {
 // leaves room for a busy machine.
 const failoverCap = 60 * time.Second
 
-// clusterURL is the connection URL of the test cluster: every node a seed.
-func clusterURL() string {
-	u := "redis://"
-	for i, a := range cluster.Addrs() {
-		if i > 0 {
-			u += ","
-		}
-		u += a
-	}
-	return u + "?dial_timeout=1s"
+// clusterURL is the connection URL of cluster c: every node a seed.
+func clusterURL(c *testredis.Cluster) string {
+	return "redis://" + strings.Join(c.Addrs(), ",") + "?dial_timeout=1s"
 }
 
-// sentinelURL is the connection URL of the test Sentinel setup.
-func sentinelURL() string {
-	u := "redis-sentinel://"
-	for i, a := range sentinel.SentinelAddrs() {
-		if i > 0 {
-			u += ","
-		}
-		u += a
-	}
-	return u + "/" + testredis.MasterSet + "?dial_timeout=1s&sentinel_refresh=1s"
+// sentinelURL is the connection URL of Sentinel deployment d.
+func sentinelURL(d *testredis.Sentinel) string {
+	return "redis-sentinel://" + strings.Join(d.SentinelAddrs(), ",") + "/" + testredis.MasterSet + "?dial_timeout=1s&sentinel_refresh=1s"
 }
 
 // client returns a client for url made by redisstore.ClientFromURL,
@@ -121,3 +133,17 @@ func store(tb testing.TB, c rueidis.Client, opts ...redisstore.Option) *redissto
 	}
 	return s
 }
+
+// outageOptions make a fallback that keeps limits during an outage and
+// degrades only on real failures: no healthy call takes 5 s, even under
+// -race on a heavily loaded machine (a dead node fails calls at once,
+// whatever the deadline).
+var outageOptions = []fallback.Option{
+	fallback.WithPolicy(fallback.LocalFallback),
+	fallback.WithTimeout(5 * time.Second),
+	fallback.WithLogger(slog.New(slog.DiscardHandler)),
+}
+
+// neverOver is a limit the failover tests' traffic never reaches, so every
+// decision is an admission and its Source alone tells who decided.
+var neverOver = ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1_000_000, Period: time.Hour}

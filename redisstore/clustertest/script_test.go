@@ -30,12 +30,14 @@ func cachedScripts(t *testing.T, s *testredis.Server) int {
 	return 0
 }
 
-// keyOn returns a caller's key whose state lives on primary p.
-func keyOn(t *testing.T, p *testredis.Server, prefix string, from int) (string, int) {
+// keyOn returns a caller's key whose state lives on primary p of cluster
+// c, the first of prefix+from, prefix+(from+1), ..., and the number after
+// it (where to look for the next key).
+func keyOn(t *testing.T, c *testredis.Cluster, p *testredis.Server, prefix string, from int) (string, int) {
 	t.Helper()
 	for i := from; i < from+1000; i++ {
 		k := prefix + strconv.Itoa(i)
-		owner, err := cluster.KeyOwner(k)
+		owner, err := c.KeyOwner(k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +54,8 @@ func keyOn(t *testing.T, p *testredis.Server, prefix string, from int) (string, 
 // shard: no caller sees an error (EVALSHA meets NOSCRIPT, EVAL reloads),
 // and every primary has the script cached again.
 func TestScriptFlushOnEveryPrimary(t *testing.T) {
-	lim, _ := ratewarden.New(store(t, client(t, clusterURL())))
+	cluster := sharedCluster(t)
+	lim, _ := ratewarden.New(store(t, client(t, clusterURL(cluster))))
 	prims, err := cluster.Primaries()
 	if err != nil || len(prims) != 3 {
 		t.Fatalf("primaries %v, %v", prims, err)
@@ -62,7 +65,7 @@ func TestScriptFlushOnEveryPrimary(t *testing.T) {
 		next := 0
 		for range 3 {
 			var k string
-			k, next = keyOn(t, p, "script:", next)
+			k, next = keyOn(t, cluster, p, "script:", next)
 			keys = append(keys, k)
 		}
 	}

@@ -17,10 +17,10 @@ import (
 
 var ctx = context.Background()
 
-// flushCluster empties every primary (and so its replicas).
-func flushCluster(t *testing.T) {
+// flushCluster empties every primary of c (and so its replicas).
+func flushCluster(t *testing.T, c *testredis.Cluster) {
 	t.Helper()
-	if err := cluster.DoAll("FLUSHALL"); err != nil {
+	if err := c.DoAll("FLUSHALL"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -47,9 +47,12 @@ func dbsize(t *testing.T, s *testredis.Server) int {
 // Every key must still be there when counted, however long the run took:
 // the token bucket refills one unit per 4.8 h (its key lives that long),
 // and a run that straddled the fixed window's hour boundary, when the
-// window's keys expire, is run again.
+// window's keys expire, is run again. It counts every key of the shared
+// cluster, which no other test writes to meanwhile (the package's tests
+// run one at a time).
 func TestKeysSpreadOverPrimaries(t *testing.T) {
-	st := store(t, client(t, clusterURL()))
+	cluster := sharedCluster(t)
+	st := store(t, client(t, clusterURL(cluster)))
 	lim, _ := ratewarden.New(st)
 	limits := []ratewarden.Limit{
 		{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Hour},
@@ -58,9 +61,9 @@ func TestKeysSpreadOverPrimaries(t *testing.T) {
 	}
 	for try := range 2 {
 		hour := time.Now().Truncate(time.Hour)
-		spreadOnce(t, lim, limits)
+		spreadOnce(t, cluster, lim, limits)
 		if time.Now().Truncate(time.Hour).Equal(hour) {
-			checkSpread(t, limits)
+			checkSpread(t, cluster, limits)
 			return
 		}
 		t.Logf("run %d straddled an hour boundary; again", try)
@@ -70,9 +73,9 @@ func TestKeysSpreadOverPrimaries(t *testing.T) {
 
 const spreadKeys = 10_000
 
-func spreadOnce(t *testing.T, lim *ratewarden.Limiter, limits []ratewarden.Limit) {
+func spreadOnce(t *testing.T, cluster *testredis.Cluster, lim *ratewarden.Limiter, limits []ratewarden.Limit) {
 	t.Helper()
-	flushCluster(t)
+	flushCluster(t, cluster)
 	const keys, workers = spreadKeys, 32
 	var next, errs atomic.Int64
 	var firstErr sync.Once
@@ -98,7 +101,7 @@ func spreadOnce(t *testing.T, lim *ratewarden.Limiter, limits []ratewarden.Limit
 	}
 }
 
-func checkSpread(t *testing.T, limits []ratewarden.Limit) {
+func checkSpread(t *testing.T, cluster *testredis.Cluster, limits []ratewarden.Limit) {
 	t.Helper()
 	const keys = spreadKeys
 	prims, err := cluster.Primaries()
@@ -128,6 +131,7 @@ func checkSpread(t *testing.T, limits []ratewarden.Limit) {
 // slot, on the primary that serves it, for callers' keys that try to break
 // the hash tag.
 func TestNoCrossSlot(t *testing.T) {
+	cluster := sharedCluster(t)
 	// The control: the cluster does refuse a script over keys of two
 	// slots, so a broken tag could not go unnoticed.
 	prims, err := cluster.Primaries()
@@ -138,7 +142,7 @@ func TestNoCrossSlot(t *testing.T) {
 		t.Fatalf("EVAL over two slots: %v; want CROSSSLOT", err)
 	}
 
-	c := client(t, clusterURL())
+	c := client(t, clusterURL(cluster))
 	limits := []ratewarden.Limit{
 		{Algorithm: ratewarden.SlidingWindow, Rate: 10, Period: time.Minute},
 		// Per hour, not per second: a key of a bucket holding one unit

@@ -1,8 +1,5 @@
 package clustertest
 
-// Named to sort after zz_failover_test.go: this test too kills a primary of
-// the shared cluster, and brings it back as a replica when it ends.
-
 import (
 	"fmt"
 	"strconv"
@@ -23,17 +20,15 @@ import (
 // replica is promoted, while keys on the healthy primaries stay decided by
 // Redis throughout. (With cluster-require-full-coverage yes, Redis' default,
 // every primary refuses commands until the failover completes, so the
-// cluster is set to no, as docs/operations.md recommends.)
+// cluster is set to no, as docs/operations.md recommends.) The test kills
+// a primary, so it runs on a cluster of its own.
 func TestPartitionedFailoverIsolatesShards(t *testing.T) {
-	setCoverage := func(v string) {
-		for _, n := range cluster.Nodes {
-			if n.Running() {
-				_, _ = n.Do("CONFIG", "SET", "cluster-require-full-coverage", v)
-			}
+	cluster := testredis.StartCluster(t)
+	for _, n := range cluster.Nodes {
+		if _, err := n.Do("CONFIG", "SET", "cluster-require-full-coverage", "no"); err != nil {
+			t.Fatalf("%s: CONFIG SET cluster-require-full-coverage no: %v", n.Addr, err)
 		}
 	}
-	setCoverage("no")
-	t.Cleanup(func() { setCoverage("yes") })
 
 	const groups = 16
 	group := func(key string) int { return redisstore.Slot(key) / (16384 / groups) }
@@ -79,7 +74,7 @@ func TestPartitionedFailoverIsolatesShards(t *testing.T) {
 		}
 	}
 
-	raw := store(t, client(t, clusterURL()), redisstore.WithDenyCache(0))
+	raw := store(t, client(t, clusterURL(cluster)))
 	// Why decisions were degraded, for the report when a healthy shard's were.
 	var causesMu sync.Mutex
 	causes := map[string]int{}
@@ -148,11 +143,6 @@ func TestPartitionedFailoverIsolatesShards(t *testing.T) {
 	}
 	killed := time.Now()
 	victim.Kill()
-	t.Cleanup(func() {
-		if err := cluster.Rejoin(victim, 30*time.Second); err != nil {
-			t.Errorf("rejoin %s: %v", victim.Addr, err)
-		}
-	})
 	if err := cluster.WaitHealthy(failoverCap); err != nil {
 		t.Fatal(err)
 	}

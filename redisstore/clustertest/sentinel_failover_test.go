@@ -1,11 +1,7 @@
 package clustertest
 
-// Named to sort last: this test kills the Sentinel deployment's primary and
-// leaves the deployment ready again (old primary back as a replica).
-
 import (
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,20 +11,21 @@ import (
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/testredis"
-	"github.com/ratewarden/ratewarden/redisstore"
 )
 
 // TestSentinelFailoverUnderLoad kills the primary of the Sentinel
 // deployment while 16 goroutines check keys through fallback
 // (LocalFallback): callers see no error, decisions degrade while the
 // sentinels agree on a new primary, and come from Redis again once the
-// client has followed them to it.
+// client has followed them to it. The test kills the primary, so it runs
+// on a deployment of its own.
 func TestSentinelFailoverUnderLoad(t *testing.T) {
+	sentinel := testredis.StartSentinel(t)
 	old, err := sentinel.Primary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := store(t, client(t, sentinelURL()), redisstore.WithDenyCache(0))
+	raw := store(t, client(t, sentinelURL(sentinel)))
 	fb, err := fallback.New(raw, outageOptions...)
 	if err != nil {
 		t.Fatal(err)
@@ -77,12 +74,6 @@ func TestSentinelFailoverUnderLoad(t *testing.T) {
 	}
 	killed := time.Now()
 	old.Kill()
-	t.Cleanup(func() {
-		old.Restart(t)
-		if err := sentinel.WaitReady(60 * time.Second); err != nil {
-			t.Errorf("the Sentinel deployment did not settle after the test: %v", err)
-		}
-	})
 	np, err := sentinel.WaitPromoted(old, failoverCap)
 	if err != nil {
 		t.Fatal(err)
@@ -104,17 +95,3 @@ func TestSentinelFailoverUnderLoad(t *testing.T) {
 		t.Error("no decision was degraded: the kill was not felt, the test proves nothing")
 	}
 }
-
-// outageOptions make a fallback that keeps limits during an outage and
-// degrades only on real failures: no healthy call takes 5 s, even under
-// -race on a heavily loaded machine (a dead node fails calls at once,
-// whatever the deadline).
-var outageOptions = []fallback.Option{
-	fallback.WithPolicy(fallback.LocalFallback),
-	fallback.WithTimeout(5 * time.Second),
-	fallback.WithLogger(slog.New(slog.DiscardHandler)),
-}
-
-// neverOver is a limit the failover tests' traffic never reaches, so every
-// decision is an admission and its Source alone tells who decided.
-var neverOver = ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1_000_000, Period: time.Hour}

@@ -1,8 +1,5 @@
 package clustertest
 
-// This file is named to sort last: its test kills a primary of the shared
-// cluster (and brings the node back as a replica when it ends).
-
 import (
 	"fmt"
 	"log/slog"
@@ -25,10 +22,11 @@ type replica struct {
 	lim *ratewarden.Limiter
 }
 
-func newReplica(t *testing.T, n int, opened *atomic.Int64) *replica {
-	// No deny cache: the keys are used up before the kill, and cached
-	// denials would keep the kill from being felt at all.
-	raw := store(t, client(t, clusterURL()), redisstore.WithDenyCache(0))
+func newReplica(t *testing.T, url string, n int, opened *atomic.Int64) *replica {
+	// No deny cache (a redisstore has none of its own): the keys are used
+	// up before the kill, and cached denials would keep the kill from
+	// being felt at all.
+	raw := store(t, client(t, url))
 	// The deadline of outageOptions, not the 50 ms default: no healthy call
 	// may be degraded before the kill, even on a busy machine.
 	fb, err := fallback.New(raw,
@@ -52,7 +50,8 @@ func newReplica(t *testing.T, n int, opened *atomic.Int64) *replica {
 // check keys on every shard through fallback (LocalFallback). Callers must
 // see no error; decisions must come from Redis again once the replica is
 // promoted, from state that survived; the degraded window and the
-// over-admission it allowed are measured and bounded.
+// over-admission it allowed are measured and bounded. The test kills a
+// primary, so it runs on a cluster of its own.
 func TestFailoverUnderLoad(t *testing.T) {
 	const (
 		replicas   = 2
@@ -61,6 +60,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 		limitRate  = 50 // per key per day: no refill to speak of in the test
 	)
 	limit := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: limitRate, Period: 24 * time.Hour}
+	cluster := testredis.StartCluster(t)
 	prims, err := cluster.Primaries()
 	if err != nil || len(prims) != 3 {
 		t.Fatalf("primaries %v, %v", prims, err)
@@ -72,7 +72,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 		next := 0
 		for range keysPerSet {
 			var k string
-			k, next = keyOn(t, p, "failover:", next)
+			k, next = keyOn(t, cluster, p, "failover:", next)
 			keys = append(keys, k)
 			onVictim[k] = p == victim
 		}
@@ -81,7 +81,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 	var opened atomic.Int64
 	reps := make([]*replica, replicas)
 	for i := range reps {
-		reps[i] = newReplica(t, replicas, &opened)
+		reps[i] = newReplica(t, clusterURL(cluster), replicas, &opened)
 	}
 
 	// Per key: admissions by Redis before and after the kill, and by the
@@ -187,11 +187,6 @@ func TestFailoverUnderLoad(t *testing.T) {
 	callsBefore := calls.Load()
 	killedAt.Store(int64(time.Since(start)))
 	victim.Kill()
-	t.Cleanup(func() {
-		if err := cluster.Rejoin(victim, 30*time.Second); err != nil {
-			t.Errorf("rejoin %s: %v", victim.Addr, err)
-		}
-	})
 	if err := cluster.WaitHealthy(failoverCap); err != nil {
 		t.Fatal(err)
 	}
