@@ -209,65 +209,67 @@ func TestFailClosedRetryAfter(t *testing.T) {
 // Bad input, stopped by the Limiter in front of the Store, never reaches
 // the primary, never counts toward the breaker and changes no state: not
 // the primary's while it is healthy, not the local share's while it is down
-// and the breaker open.
+// and the breaker open. (On fake time, so no window boundary passes.)
 func TestBadInputChangesNothing(t *testing.T) {
-	ctx := context.Background()
-	f := newFaulty(t)
-	s := newStore(t, f, WithLogger(discard), WithPolicy(LocalFallback), WithTripAfter(1), WithProbeInterval(time.Hour))
-	lim, err := ratewarden.New(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	badLimit := ratewarden.Limit{Rate: -1, Period: time.Second}
-	rejectAll := func(stage string) {
-		t.Helper()
-		for _, tc := range []struct {
-			name string
-			call func() error
-			want error
-		}{
-			{"empty key", func() error { _, err := lim.Allow(ctx, "", perMin10); return err }, ratewarden.ErrInvalidKey},
-			{"bad limit", func() error { _, err := lim.Allow(ctx, "k", badLimit); return err }, ratewarden.ErrInvalidLimit},
-			{"cost too high", func() error { _, err := lim.AllowN(ctx, "k", perMin10, 11); return err }, ratewarden.ErrInvalidCost},
-			{"negative cost", func() error { _, err := lim.AllowN(ctx, "k", perMin10, -1); return err }, ratewarden.ErrInvalidCost},
-			{"reset with an empty key", func() error { return lim.Reset(ctx, "", perMin10) }, ratewarden.ErrInvalidKey},
-			{"reset without limits", func() error { return lim.Reset(ctx, "k") }, ratewarden.ErrInvalidLimit},
-			{"reset with one bad limit", func() error { return lim.Reset(ctx, "k", perMin10, badLimit) }, ratewarden.ErrInvalidLimit},
-		} {
-			if err := tc.call(); !errors.Is(err, tc.want) {
-				t.Errorf("%s, %s: err = %v, want one wrapping %v", stage, tc.name, err, tc.want)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		f := newFaulty(t)
+		s := newStore(t, f, WithLogger(discard), WithPolicy(LocalFallback), WithTripAfter(1), WithProbeInterval(time.Hour))
+		lim, err := ratewarden.New(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		badLimit := ratewarden.Limit{Rate: -1, Period: time.Second}
+		rejectAll := func(stage string) {
+			t.Helper()
+			for _, tc := range []struct {
+				name string
+				call func() error
+				want error
+			}{
+				{"empty key", func() error { _, err := lim.Allow(ctx, "", perMin10); return err }, ratewarden.ErrInvalidKey},
+				{"bad limit", func() error { _, err := lim.Allow(ctx, "k", badLimit); return err }, ratewarden.ErrInvalidLimit},
+				{"cost too high", func() error { _, err := lim.AllowN(ctx, "k", perMin10, 11); return err }, ratewarden.ErrInvalidCost},
+				{"negative cost", func() error { _, err := lim.AllowN(ctx, "k", perMin10, -1); return err }, ratewarden.ErrInvalidCost},
+				{"reset with an empty key", func() error { return lim.Reset(ctx, "", perMin10) }, ratewarden.ErrInvalidKey},
+				{"reset without limits", func() error { return lim.Reset(ctx, "k") }, ratewarden.ErrInvalidLimit},
+				{"reset with one bad limit", func() error { return lim.Reset(ctx, "k", perMin10, badLimit) }, ratewarden.ErrInvalidLimit},
+			} {
+				if err := tc.call(); !errors.Is(err, tc.want) {
+					t.Errorf("%s, %s: err = %v, want one wrapping %v", stage, tc.name, err, tc.want)
+				}
 			}
 		}
-	}
 
-	// Healthy: 3 of 10 used on the primary, then bad input.
-	if _, err := lim.AllowN(ctx, "k", perMin10, 3); err != nil {
-		t.Fatal(err)
-	}
-	calls := f.calls.Load()
-	rejectAll("healthy")
-	if n := f.calls.Load() - calls; n != 0 {
-		t.Fatalf("primary called %d times with bad input, want 0", n)
-	}
-	if st := s.State(); st != StateClosed {
-		t.Fatalf("state after bad input = %v, want closed: bad input is no failure", st)
-	}
-	if r := mustCheck(t, f.inner, "k", perMin10, 0); r.Remaining != 7 {
-		t.Fatalf("primary's state after bad input: %+v, want the 7 left before it", r)
-	}
+		// Healthy: 3 of 10 used on the primary, then bad input.
+		if _, err := lim.AllowN(ctx, "k", perMin10, 3); err != nil {
+			t.Fatal(err)
+		}
+		calls := f.calls.Load()
+		rejectAll("healthy")
+		if n := f.calls.Load() - calls; n != 0 {
+			t.Fatalf("primary called %d times with bad input, want 0", n)
+		}
+		if st := s.State(); st != StateClosed {
+			t.Fatalf("state after bad input = %v, want closed: bad input is no failure", st)
+		}
+		if r := mustCheck(t, f.inner, "k", perMin10, 0); r.Remaining != 7 {
+			t.Fatalf("primary's state after bad input: %+v, want the 7 left before it", r)
+		}
 
-	// Down, breaker open: the local share of key k has 4 of 10 used.
-	f.set(failing)
-	if r, err := lim.AllowN(ctx, "k", perMin10, 4); err != nil || r.Source != ratewarden.SourceLocalFallback || r.Remaining != 6 {
-		t.Fatalf("first check while down: %+v, %v; want 6 left by local_fallback", r, err)
-	}
-	if st := s.State(); st != StateOpen {
-		t.Fatalf("state after a failure = %v, want open", st)
-	}
-	rejectAll("breaker open")
-	if r, err := lim.Peek(ctx, "k", perMin10); err != nil || r.Source != ratewarden.SourceLocalFallback || r.Remaining != 6 {
-		t.Fatalf("local share after bad input: %+v, %v; want the 6 left before it", r, err)
-	}
+		// Down, breaker open: the local share of key k has 4 of 10 used.
+		f.set(failing)
+		if r, err := lim.AllowN(ctx, "k", perMin10, 4); err != nil || r.Source != ratewarden.SourceLocalFallback || r.Remaining != 6 {
+			t.Fatalf("first check while down: %+v, %v; want 6 left by local_fallback", r, err)
+		}
+		if st := s.State(); st != StateOpen {
+			t.Fatalf("state after a failure = %v, want open", st)
+		}
+		rejectAll("breaker open")
+		if r, err := lim.Peek(ctx, "k", perMin10); err != nil || r.Source != ratewarden.SourceLocalFallback || r.Remaining != 6 {
+			t.Fatalf("local share after bad input: %+v, %v; want the 6 left before it", r, err)
+		}
+	})
 }
 
 // The primary's own bad-input verdict passes through unchanged and does not

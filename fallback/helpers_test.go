@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/memstore"
@@ -153,24 +152,6 @@ func mustCheck(t testing.TB, s ratewarden.Store, key string, l ratewarden.Limit,
 }
 
 var discard = slog.New(slog.DiscardHandler)
-
-// fakeClock is a clock for a memstore that moves only when told to.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // testLogger writes the breaker's log lines to the test log.
 func testLogger(t *testing.T) *slog.Logger {
