@@ -1,7 +1,8 @@
 // Package denycache spares the store the requests of clients that are over
 // their limit: a ratewarden.Store decorator that remembers, on this replica,
-// every denial the store made and answers further checks of the same key
-// and limit locally until the denial's RetryAfter has passed.
+// every denial the inner store made and answers further checks of the same
+// key and limit locally, with Source ratewarden.SourceCache, until the
+// denial's RetryAfter has passed.
 //
 //	st, err := denycache.New(inner)
 //	if err != nil {
@@ -9,59 +10,35 @@
 //	}
 //	lim, err := ratewarden.New(st)
 //
-// redisstore.New builds one in by default (redisstore.WithDenyCache); use
-// this package directly to put a deny cache in front of another Store.
+// The recommended Redis stack (package stack) puts one in front of the
+// script store by default; use this package directly to put a deny cache
+// in front of another Store.
 //
-// # Exactness
+// The cache is exact: it only ever denies, and only what the store would
+// deny too. A denial of cost n answers later single-limit checks (and
+// peeks) of the same key, limit and Rate/Burst with a cost of at least n;
+// a smaller cost, cost 0, a multi-limit check and any other limit go to the
+// store. Denials made by a failure policy (Result.Degraded) are never
+// remembered. A cached denial reports the RetryAfter still to run and the
+// Remaining the store reported. Reset through this Store forgets the key's
+// denials for those limits, including denials in flight during the Reset.
 //
-// The cache only ever denies, and only what the store would deny too:
-//
-//   - A denial of cost n for a limit says that n, and any larger cost, cannot
-//     pass until RetryAfter if nothing else changes; other requests only
-//     consume more. So an entry answers checks of cost >= n, and a smaller
-//     cost goes to the store.
-//   - A cost of 0 is never answered from the cache (the store admits it and
-//     reports the state).
-//   - An entry belongs to a key, a limit scope (algorithm and period) and the
-//     limit's Rate and Burst: a check with another rate goes to the store.
-//   - Only single-limit checks are answered from the cache. A multi-limit
-//     check always goes to the store: its other limits' state is not known
-//     here, and every Result must report it. (The denials a multi-limit
-//     check receives are remembered, and answer later single-limit checks
-//     of the denying limit.)
-//   - A cached denial reports the RetryAfter still to run and the Remaining
-//     the store reported with the denial.
-//   - Peek is answered from an entry as a check of the same cost is; a
-//     denied Peek is remembered as a denied check is.
-//   - Results from a degraded source (Result.Degraded: a failure policy of
-//     the fallback package) are never remembered.
-//   - Reset through this Store drops the key's entries for those limits, and
-//     a denial that was in flight during a Reset is not remembered.
-//
-// Two things the store may do after a denial cannot be seen from here: a
-// Reset made through another replica (or directly in Redis), and capacity
-// given back to a shared counter (redisstore's leases, on Close). Until
+// What it cannot see: a Reset made through another replica (or directly in
+// Redis), and capacity another replica gives back (leases, on Close). Until
 // the remembered RetryAfter has passed, this replica may then keep denying
 // a key that the store would admit again. It never admits anything the
 // store would deny: every admission comes from the store.
 //
-// # Clock
+// An entry expires by the local monotonic clock, counted from the instant
+// just before the store was called, so it never outlives the store's own
+// denial, whatever the wall clocks say. The entries live in a bounded
+// github.com/maypok86/otter/v2 cache (WithMaxEntries, default
+// DefaultMaxEntries); an evicted entry only sends its key's next check to
+// the store. The Store starts no goroutines.
 //
-// An entry expires at the local monotonic time taken just before the store
-// was called, plus the store's RetryAfter. The store decided at or after
-// that instant, so the entry expires no later than the store's own denial
-// would; RetryAfter is a duration, so a replica whose wall clock disagrees
-// with Redis' makes no difference. (A clock whose rate differs from Redis'
-// by r makes the entry up to r × RetryAfter late.) WithClock injects a
-// clock for tests.
-//
-// # Memory
-//
-// The entries live in a bounded github.com/maypok86/otter/v2 cache
-// (WithMaxEntries, default DefaultMaxEntries), each expiring at its own
-// instant. When full, otter evicts by frequency and recency; an evicted
-// entry only sends its key's next check to the store. The Store starts no
-// goroutines: the cache does its upkeep on the calling goroutines.
+// The Store relies on the ratewarden.Limiter for valid input and does not
+// check it again. docs/performance.md has the rules in full and measured
+// numbers.
 package denycache
 
 import (
@@ -83,7 +60,6 @@ const DefaultMaxEntries = 100_000
 // use.
 type Store struct {
 	inner ratewarden.Store
-	now   func() time.Time
 	base  time.Time // the clock's reading at New: entries count from it
 	cache *otter.Cache[entryKey, entry]
 
@@ -119,7 +95,6 @@ func (e *entry) covers(l ratewarden.Limit, cost, now int64) bool {
 
 type config struct {
 	maxEntries int
-	clock      func() time.Time
 }
 
 // Option configures a Store.
@@ -129,32 +104,22 @@ type Option func(*config)
 // DefaultMaxEntries); it must be at least 1.
 func WithMaxEntries(n int) Option { return func(c *config) { c.maxEntries = n } }
 
-// WithClock makes the Store read the time from now instead of time.Now, so
-// that tests can move time by hand. It should carry a monotonic reading, as
-// time.Now does; entries expire by now's differences. now must be safe for
-// concurrent use.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
-
 // New returns a Store remembering the denials of inner.
 func New(inner ratewarden.Store, opts ...Option) (*Store, error) {
 	if nilcheck.Is(inner) {
 		return nil, fmt.Errorf("denycache: inner store must not be nil%s: %w", nilcheck.Describe(inner), ratewarden.ErrInvalidConfig)
 	}
-	c := config{maxEntries: DefaultMaxEntries, clock: time.Now}
+	c := config{maxEntries: DefaultMaxEntries}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("denycache: nil Option: %w", ratewarden.ErrInvalidConfig)
 		}
 		o(&c)
 	}
-	switch {
-	case c.clock == nil:
-		return nil, fmt.Errorf("denycache: clock must not be nil: %w", ratewarden.ErrInvalidConfig)
-	case c.maxEntries < 1:
+	if c.maxEntries < 1 {
 		return nil, fmt.Errorf("denycache: max entries must be >= 1, got %d: %w", c.maxEntries, ratewarden.ErrInvalidConfig)
 	}
-	s := &Store{inner: inner, now: c.clock}
-	s.base = s.now()
+	s := &Store{inner: inner, base: time.Now()}
 	cache, err := otter.New(&otter.Options[entryKey, entry]{
 		MaximumSize: c.maxEntries,
 		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[entryKey, entry]) time.Duration {
@@ -164,14 +129,14 @@ func New(inner ratewarden.Store, opts ...Option) (*Store, error) {
 		Executor: func(fn func()) { fn() },
 	})
 	if err != nil {
-		return nil, fmt.Errorf("denycache: %w: %w", ratewarden.ErrInvalidConfig, err)
+		return nil, fmt.Errorf("denycache: cache: %w: %w", err, ratewarden.ErrInvalidConfig)
 	}
 	s.cache = cache
 	return s, nil
 }
 
-// nanos is the Store's clock in nanoseconds since New.
-func (s *Store) nanos() int64 { return int64(s.now().Sub(s.base)) }
+// nanos is the Store's clock in nanoseconds since New (monotonic).
+func (s *Store) nanos() int64 { return int64(time.Since(s.base)) }
 
 // clock is the Store's clock as otter sees it. It never ticks, so otter
 // starts no clean-up goroutine; expired entries are dropped as they are
@@ -185,25 +150,17 @@ func (clock) Tick(time.Duration) <-chan time.Time { return nil }
 // yet dropped (an estimate while other calls run).
 func (s *Store) Len() int { return s.cache.EstimatedSize() }
 
-// Check implements ratewarden.Store. It validates req as the Limiter does,
-// answers from a remembered denial that covers the request (Source
-// ratewarden.SourceCache), and otherwise asks the inner store and remembers
-// the denials in its answer.
+// Check implements ratewarden.Store. It answers from a remembered denial
+// that covers the request (Source ratewarden.SourceCache), and otherwise
+// asks the inner store and remembers the denials in its answer. req must be
+// valid and res must have len(req.Limits) elements, as the
+// ratewarden.Limiter guarantees; the Store does not check again.
 func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
-	if req == nil {
-		return fmt.Errorf("denycache: nil request: %w", ratewarden.ErrInvalidConfig)
-	}
-	if err := ratewarden.ValidateRequest(req); err != nil {
-		return fmt.Errorf("denycache: %w", err)
-	}
-	if len(res) != len(req.Limits) {
-		return fmt.Errorf("denycache: %d results for %d limits: %w", len(res), len(req.Limits), ratewarden.ErrInvalidConfig)
-	}
 	if req.Cost == 0 {
 		return s.inner.Check(ctx, req, res)
 	}
 
-	t := s.now()
+	t := time.Now()
 	now := int64(t.Sub(s.base))
 	if len(req.Limits) == 1 {
 		l := req.Limits[0]
@@ -278,11 +235,9 @@ func denial(r ratewarden.Result) bool {
 
 // Reset implements ratewarden.Store: it forgets the denials of key under
 // limits and resets them in the inner store. Denials of checks still in
-// flight are not remembered.
+// flight are not remembered. key and limits must be valid, as the
+// ratewarden.Limiter guarantees.
 func (s *Store) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
-	if err := ratewarden.ValidateRequest(&ratewarden.Request{Key: key, Limits: limits}); err != nil {
-		return fmt.Errorf("denycache: %w", err)
-	}
 	s.forget(key, limits)
 	err := s.inner.Reset(ctx, key, limits...)
 	// Checks that started before the inner Reset may answer from the state

@@ -14,13 +14,11 @@ import (
 // A client over its limit is answered locally until its RetryAfter: the
 // store (Redis, in production) is asked once.
 func Example() {
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	inner, err := memstore.New(memstore.WithClock(clock)) // in production: redisstore.New(client)
+	inner, err := memstore.New() // in production: the Redis script store (package stack builds the stack)
 	if err != nil {
 		log.Fatal(err)
 	}
-	st, err := denycache.New(inner, denycache.WithClock(clock))
+	st, err := denycache.New(inner)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -28,32 +26,25 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	perMinute := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 2, Period: time.Minute}
+	// A bucket of 2 that refills one token per 30 minutes.
+	bucket := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 2, Period: time.Hour}
 	ctx := context.Background()
 	for range 4 {
-		r, err := lim.Allow(ctx, "client-42", perMinute)
+		r, err := lim.Allow(ctx, "client-42", bucket)
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Println(r.Allowed, r.Source, r.RetryAfter)
-		now = now.Add(10 * time.Second)
+		fmt.Println(r.Allowed, r.Source, r.RetryAfter.Round(time.Minute))
 	}
-	now = now.Add(time.Minute)
-	r, err := lim.Allow(ctx, "client-42", perMinute)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(r.Allowed, r.Source, r.RetryAfter)
 	// Output:
 	// true store 0s
 	// true store 0s
-	// false store 40s
-	// false cache 30s
-	// true store 0s
+	// false store 30m0s
+	// false cache 30m0s
 }
 
 func ExampleNew() {
-	inner, err := memstore.New() // in production: redisstore.New(client)
+	inner, err := memstore.New() // in production: the Redis script store
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -75,51 +66,6 @@ func ExampleNew() {
 	// Output:
 	// true
 	// denycache: max entries must be >= 1, got 0: ratewarden: invalid config
-}
-
-// WithClock moves the cache's time by hand; share the clock with the inner
-// store in tests.
-func ExampleWithClock() {
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	inner, err := memstore.New(memstore.WithClock(clock))
-	if err != nil {
-		log.Fatal(err)
-	}
-	st, err := denycache.New(inner, denycache.WithClock(clock))
-	if err != nil {
-		log.Fatal(err)
-	}
-	lim, err := ratewarden.New(st)
-	if err != nil {
-		log.Fatal(err)
-	}
-	bucket := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: time.Second}
-	ctx := context.Background()
-	if _, err := lim.Allow(ctx, "k", bucket); err != nil {
-		log.Fatal(err)
-	}
-	r, err := lim.Allow(ctx, "k", bucket)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(r.Allowed, r.Source, r.RetryAfter)
-	now = now.Add(400 * time.Millisecond)
-	r, err = lim.Allow(ctx, "k", bucket)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(r.Allowed, r.Source, r.RetryAfter)
-	now = now.Add(600 * time.Millisecond)
-	r, err = lim.Allow(ctx, "k", bucket)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(r.Allowed, r.Source)
-	// Output:
-	// false store 1s
-	// false cache 600ms
-	// true store
 }
 
 // Reset through the cache forgets the key's denials.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/memstore"
@@ -15,20 +14,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var bg = context.Background()
 
-// fakeClock is a clock moved by hand, shared by a memstore and the cache.
-type fakeClock struct{ ns atomic.Int64 }
-
-func newClock() *fakeClock {
-	c := &fakeClock{}
-	c.ns.Store(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *fakeClock) now() time.Time       { return time.Unix(0, c.ns.Load()) }
-func (c *fakeClock) add(d time.Duration)  { c.ns.Add(int64(d)) }
-func (c *fakeClock) opt() memstore.Option { return memstore.WithClock(c.now) }
-func (c *fakeClock) cacheOpt() Option     { return WithClock(c.now) }
-func (c *fakeClock) set(t time.Time)      { c.ns.Store(t.UnixNano()) }
+// Tests that move time run in a testing/synctest bubble: time.Sleep moves
+// the clock that the memstore and the cache both read (time.Now), exactly
+// and at once. A bubble's clock starts at 2000-01-01 00:00:00 UTC, on a
+// boundary of every period the tests use.
 
 // counting is a real store that counts the checks reaching it.
 type counting struct {
@@ -41,16 +30,17 @@ func (c *counting) Check(ctx context.Context, req *ratewarden.Request, res []rat
 	return c.Store.Check(ctx, req, res)
 }
 
-// newMem returns a memstore on clk behind a call counter, and a deny cache
-// over it.
-func newMem(t testing.TB, clk *fakeClock, opts ...Option) (*counting, *Store) {
+// newMem returns a memstore behind a call counter, and a deny cache over
+// it, both on time.Now.
+func newMem(t testing.TB, opts ...Option) (*counting, *Store) {
 	t.Helper()
-	m, err := memstore.New(clk.opt())
+	m, err := memstore.New()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = m.Close() })
 	inner := &counting{Store: m}
-	s, err := New(inner, append([]Option{clk.cacheOpt()}, opts...)...)
+	s, err := New(inner, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
