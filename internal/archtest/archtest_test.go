@@ -1,0 +1,471 @@
+package archtest_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// mod is the library's module path; the service and the benchmarks are the
+// modules mod/service and mod/bench.
+const mod = "github.com/ratewarden/ratewarden"
+
+// The project's packages by role, as docs/architecture.md draws them. A
+// group names packages by their path in the project ("." is the root
+// package); a name covers the package and the packages below it.
+var (
+	stores     = []string{"memstore", "redisstore"}
+	decorators = []string{"denycache", "fallback", "lease"}
+	assembly   = []string{"stack"} // the recommended stack, assembled in one place
+	edges      = []string{"httplimit", "service"}
+	outside    = []string{"service", "bench"} // the other two modules
+)
+
+// mustExist are the packages the rules lean on: if one is missing, a rule
+// about it would hold vacuously, so the table needs updating.
+var mustExist = []string{".", "internal/algo", "internal/nilcheck", "memstore", "redisstore",
+	"denycache", "fallback", "httplimit", "service/server"}
+
+// pkg is the part of `go list -json` the rules read.
+type pkg struct {
+	ImportPath string
+	Dir        string
+	GoFiles    []string
+	CgoFiles   []string
+	Imports    []string // of the non-test files
+	ImportMap  map[string]string
+	Export     string
+	Module     *struct{ Path string }
+	Error      *struct{ Err string }
+}
+
+// name is p's path in the project: "." for the root package, "memstore",
+// "service/server"; "" for a package outside the project.
+func name(importPath string) string {
+	if importPath == mod {
+		return "."
+	}
+	if rest, ok := strings.CutPrefix(importPath, mod+"/"); ok {
+		return rest
+	}
+	return ""
+}
+
+// show is n as messages name it.
+func show(n string) string {
+	if n == "." {
+		return "ratewarden (the root package)"
+	}
+	return n
+}
+
+// in reports whether the project package n is one of group or below one.
+func in(n string, group []string) bool {
+	for _, g := range group {
+		if n == g || (g != "." && strings.HasPrefix(n, g+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// project is every package of the three modules, by name.
+type project struct {
+	root string // the library module's directory
+	pkgs map[string]*pkg
+}
+
+var loadProject = sync.OnceValues(func() (*project, error) {
+	out, err := goCmd(".", "env", "GOMOD")
+	if err != nil {
+		return nil, err
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return nil, errors.New("go env GOMOD: not inside a module")
+	}
+	p := &project{root: filepath.Dir(gomod), pkgs: map[string]*pkg{}}
+	for _, dir := range []string{".", "service", "bench"} {
+		list, err := goList(filepath.Join(p.root, dir), "./...")
+		if err != nil {
+			return nil, err
+		}
+		for _, lp := range list {
+			if n := name(lp.ImportPath); n != "" {
+				p.pkgs[n] = lp
+			}
+		}
+	}
+	return p, nil
+})
+
+func load(t *testing.T) *project {
+	t.Helper()
+	p, err := loadProject()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// goCmd runs the go command in dir and returns its standard output.
+func goCmd(dir string, args ...string) ([]byte, error) {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go %s (in %s): %v: %s", strings.Join(args, " "), dir, err, stderr.Bytes())
+	}
+	return out, nil
+}
+
+// goList runs `go list -e -json` with args in dir. With -e a package that
+// does not build is still listed, with its imports.
+func goList(dir string, args ...string) ([]*pkg, error) {
+	out, err := goCmd(dir, append([]string{"list", "-e", "-json"}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	var list []*pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		p := new(pkg)
+		if err := dec.Decode(p); err == io.EOF {
+			return list, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("go list in %s: %w", dir, err)
+		}
+		list = append(list, p)
+	}
+}
+
+// projectImports returns the project packages n imports directly.
+func (p *project) projectImports(n string) []string {
+	var out []string
+	for _, imp := range p.pkgs[n].Imports {
+		if in := name(imp); in != "" {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// reach returns every project package n imports, directly or not, each
+// with the chain of imports that leads there from n.
+func (p *project) reach(n string) map[string][]string {
+	seen := map[string][]string{}
+	var walk func(from string, chain []string)
+	walk = func(from string, chain []string) {
+		if p.pkgs[from] == nil {
+			return
+		}
+		for _, imp := range p.projectImports(from) {
+			if _, ok := seen[imp]; ok {
+				continue
+			}
+			c := append(slices.Clip(chain), imp)
+			seen[imp] = c
+			walk(imp, c)
+		}
+	}
+	walk(n, []string{n})
+	return seen
+}
+
+// members returns the packages of the project that are in group.
+func (p *project) members(group []string) []string {
+	var out []string
+	for n := range p.pkgs {
+		if in(n, group) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestPackagesTheRulesNeedExist(t *testing.T) {
+	p := load(t)
+	for _, n := range mustExist {
+		if p.pkgs[n] == nil {
+			t.Errorf("no package %s in the project: the rules about it would hold vacuously; update internal/archtest", show(n))
+		}
+	}
+	for _, g := range [][]string{stores, decorators, assembly, edges} {
+		for _, n := range g {
+			if len(p.members([]string{n})) == 0 {
+				t.Logf("no package %s (yet): the rules about it hold vacuously", n)
+			}
+		}
+	}
+}
+
+// TestOnlyImports: the root package imports only internal/nilcheck of the
+// project, and internal/algo only the root.
+func TestOnlyImports(t *testing.T) {
+	p := load(t)
+	for _, r := range []struct {
+		pkg     string
+		allowed []string
+	}{
+		{".", []string{"internal/nilcheck"}},
+		{"internal/algo", []string{"."}},
+	} {
+		if p.pkgs[r.pkg] == nil {
+			continue
+		}
+		for _, imp := range p.projectImports(r.pkg) {
+			if !slices.Contains(r.allowed, imp) {
+				t.Errorf("%s imports %s; of the project it may import only %s (docs/architecture.md)", show(r.pkg), show(imp), strings.Join(mapped(r.allowed, show), ", "))
+			}
+		}
+	}
+}
+
+// TestArrowsPointOneWay: root <- internal/algo <- stores <- decorators <-
+// edges. No package of a group imports, directly or through others, a
+// package of a group further out, and the library imports neither of the
+// other two modules.
+func TestArrowsPointOneWay(t *testing.T) {
+	p := load(t)
+	library := func(n string) bool { return !in(n, outside) }
+	var libraryPkgs []string
+	for n := range p.pkgs {
+		if library(n) {
+			libraryPkgs = append(libraryPkgs, n)
+		}
+	}
+	sort.Strings(libraryPkgs)
+	for _, r := range []struct {
+		what string
+		from []string
+		not  []string
+	}{
+		{"a store imports no decorator, no stack assembly and no edge", p.members(stores), concat(decorators, assembly, edges)},
+		{"a decorator imports no stack assembly and no edge", p.members(decorators), concat(assembly, edges)},
+		{"the library imports neither the service nor the benchmarks", libraryPkgs, outside},
+	} {
+		for _, from := range r.from {
+			reached := p.reach(from)
+			for _, to := range sortedKeys(reached) {
+				if in(to, r.not) {
+					t.Errorf("%s imports %s (%s): %s (docs/architecture.md)", show(from), show(to), strings.Join(reached[to], " -> "), r.what)
+				}
+			}
+		}
+	}
+}
+
+// TestServerImportsNoStore: the service's server package decides through a
+// *ratewarden.Limiter it is given; which store stands behind it is the
+// wiring's business (service/internal/backend), not the server's.
+func TestServerImportsNoStore(t *testing.T) {
+	p := load(t)
+	for _, n := range p.members([]string{"service/server"}) {
+		for _, imp := range p.projectImports(n) {
+			if in(imp, stores) {
+				t.Errorf("%s imports %s: the server decides through *ratewarden.Limiter and builds no store (docs/architecture.md)", n, imp)
+			}
+		}
+	}
+}
+
+// TestOneURLGrammar: no non-test file of the service calls
+// rueidis.ParseURL; every Redis URL goes through redisstore.ParseURL.
+func TestOneURLGrammar(t *testing.T) {
+	p := load(t)
+	for _, n := range p.members([]string{"service"}) {
+		lp := p.pkgs[n]
+		for _, f := range concat(lp.GoFiles, lp.CgoFiles) {
+			path := filepath.Join(lp.Dir, f)
+			fset := token.NewFileSet()
+			file, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Errorf("%s: %v", path, err)
+				continue
+			}
+			local := importName(file, "github.com/redis/rueidis")
+			if local == "" {
+				continue
+			}
+			ast.Inspect(file, func(node ast.Node) bool {
+				sel, ok := node.(*ast.SelectorExpr)
+				if !ok || sel.Sel.Name != "ParseURL" {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == local {
+					t.Errorf("%s: uses rueidis.ParseURL; the service reads Redis URLs with redisstore.ParseURL, the one grammar (docs/architecture.md)", rel(p.root, fset.Position(sel.Pos())))
+				}
+				return true
+			})
+		}
+	}
+}
+
+// importName is the name file refers to the package path by, or "" when
+// it does not import it (or imports it as _ or .). A local variable that
+// shadows the name would be taken for the package: the service has none.
+func importName(file *ast.File, path string) string {
+	for _, s := range file.Imports {
+		if strings.Trim(s.Path.Value, `"`) != path {
+			continue
+		}
+		if s.Name == nil {
+			return filepath.Base(path)
+		}
+		if s.Name.Name != "_" && s.Name.Name != "." {
+			return s.Name.Name
+		}
+	}
+	return ""
+}
+
+// TestServerDecidesThroughLimiter: no non-test code of the service's
+// server package calls Check or Reset on a ratewarden.Store (or takes them
+// as method values). The server is type-checked (go/types, on the export
+// data `go list -export` builds), so the rule finds the call whatever the
+// variable is named and however the Store is reached: a field, a value of
+// a concrete type that implements Store, a struct embedding one. (A local
+// interface with a Check method alone would slip through; the review would
+// not.)
+func TestServerDecidesThroughLimiter(t *testing.T) {
+	p := load(t)
+	lp := p.pkgs["service/server"]
+	if lp == nil {
+		t.Skip("no service/server package (TestPackagesTheRulesNeedExist reports it)")
+	}
+	fset := token.NewFileSet()
+	tpkg, info, err := typeCheck(filepath.Join(p.root, "service"), lp, fset)
+	if err != nil {
+		t.Fatalf("type-check %s: %v", lp.ImportPath, err)
+	}
+	var store *types.Named
+	for _, imp := range tpkg.Imports() {
+		if imp.Path() == mod {
+			if obj, ok := imp.Scope().Lookup("Store").(*types.TypeName); ok {
+				store, _ = obj.Type().(*types.Named)
+			}
+		}
+	}
+	if store == nil {
+		return // the server does not use ratewarden.Store at all
+	}
+	iface, _ := store.Underlying().(*types.Interface)
+	isStore := func(t types.Type) bool {
+		if types.Identical(t, store) {
+			return true
+		}
+		if iface == nil {
+			return false
+		}
+		if types.Implements(t, iface) {
+			return true
+		}
+		_, isPtr := t.Underlying().(*types.Pointer)
+		return !isPtr && !types.IsInterface(t) && types.Implements(types.NewPointer(t), iface)
+	}
+	var found []string
+	for sel, s := range info.Selections {
+		if s.Kind() == types.FieldVal {
+			continue
+		}
+		m := s.Obj().Name()
+		if (m == "Check" || m == "Reset") && isStore(s.Recv()) {
+			found = append(found, fmt.Sprintf("%s: %s.%s on %s", rel(p.root, fset.Position(sel.Pos())), types.ExprString(sel.X), m, types.TypeString(s.Recv(), nil)))
+		}
+	}
+	sort.Strings(found)
+	for _, f := range found {
+		t.Errorf("%s: the server decides through *ratewarden.Limiter, not Store.Check/Reset (docs/architecture.md)", f)
+	}
+}
+
+// typeCheck parses and type-checks lp's non-test files, importing its
+// dependencies from the export data that `go list -export` builds (in the
+// build cache) in dir, lp's module.
+func typeCheck(dir string, lp *pkg, fset *token.FileSet) (*types.Package, *types.Info, error) {
+	deps, err := goList(dir, "-export", "-deps", lp.ImportPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	exports := map[string]string{}
+	var target *pkg
+	for _, d := range deps {
+		exports[d.ImportPath] = d.Export
+		if d.ImportPath == lp.ImportPath {
+			target = d
+		}
+	}
+	if target == nil {
+		return nil, nil, fmt.Errorf("go list -deps %s: the package itself is missing", lp.ImportPath)
+	}
+	var files []*ast.File
+	for _, f := range concat(target.GoFiles, target.CgoFiles) {
+		file, err := parser.ParseFile(fset, filepath.Join(target.Dir, f), nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, nil, err
+		}
+		files = append(files, file)
+	}
+	lookup := func(path string) (io.ReadCloser, error) {
+		if mapped, ok := target.ImportMap[path]; ok {
+			path = mapped
+		}
+		e := exports[path]
+		if e == "" {
+			return nil, fmt.Errorf("no export data for %s (does it build?)", path)
+		}
+		return os.Open(e)
+	}
+	info := &types.Info{Selections: map[*ast.SelectorExpr]*types.Selection{}}
+	conf := types.Config{Importer: importer.ForCompiler(fset, "gc", lookup)}
+	tpkg, err := conf.Check(lp.ImportPath, fset, files, info)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tpkg, info, nil
+}
+
+// rel is pos with its file named relative to the project root.
+func rel(root string, pos token.Position) string {
+	if r, err := filepath.Rel(root, pos.Filename); err == nil {
+		pos.Filename = r
+	}
+	return pos.String()
+}
+
+func mapped[E, F any](s []E, f func(E) F) []F {
+	out := make([]F, len(s))
+	for i, e := range s {
+		out[i] = f(e)
+	}
+	return out
+}
+
+func concat[S ~[]E, E any](ss ...S) S { return slices.Concat(ss...) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
