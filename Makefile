@@ -1,13 +1,15 @@
 # ratewarden: `make test` is what CI runs (.ci/run); `make run` starts the service.
 GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+GOCYCLO ?= github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
+CYCLO_OVER ?= 25
 # The three modules: the library, the service, and the benchmarks against
 # other limiters (its tests check every contender's exactness; its
 # benchmarks run with `make bench` and `make bench-peers`).
 MODULES := . service bench
 LINT_MODULES := $(MODULES)
 
-.PHONY: test lint vet staticcheck fmt-check deps redis bench modules
+.PHONY: test lint vet staticcheck gocyclo fmt-check deps redis bench modules
 
 # test: install what the tests need if missing (redis-server, redis-cli, a
 # C compiler for -race), check formatting, vet, staticcheck, then the whole
@@ -15,7 +17,9 @@ LINT_MODULES := $(MODULES)
 test: deps modules fmt-check vet staticcheck
 	@for m in $(MODULES); do echo "== go test -race $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 8m ./...) || exit 1; done
 
-lint: fmt-check vet staticcheck
+# lint: what test checks before the suite, and no function outside tests
+# over cyclomatic complexity 25.
+lint: fmt-check vet staticcheck gocyclo
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -26,6 +30,16 @@ vet:
 
 staticcheck:
 	@for m in $(LINT_MODULES); do (cd $$m && $(GO) run $(STATICCHECK) ./...) || exit 1; done
+
+# gocyclo: every module, tests aside; gocyclo exits 1 on any function over
+# CYCLO_OVER (25). It walks directories, so the root's run skips the nested modules,
+# which their own runs cover.
+gocyclo:
+	@nested=$$(echo $(filter-out .,$(MODULES)) | tr ' ' '|'); \
+	for m in $(LINT_MODULES); do \
+		ignore='_test\.go$$'; [ "$$m" = . ] && ignore="$$ignore|^($$nested)/"; \
+		(cd $$m && $(GO) run $(GOCYCLO) -over $(CYCLO_OVER) -ignore "$$ignore" .) || { echo "gocyclo: $$m has functions over complexity $(CYCLO_OVER) (split them)"; exit 1; }; \
+	done
 
 # deps: the tests start their own redis-server processes; make sure the
 # binaries and a C compiler are there (new machines start without them).
