@@ -32,8 +32,8 @@ staticcheck:
 	@for m in $(LINT_MODULES); do (cd $$m && $(GO) run $(STATICCHECK) ./...) || exit 1; done
 
 # gocyclo: every module, tests aside; gocyclo exits 1 on any function over
-# CYCLO_OVER (25). It walks directories, so the root's run skips the nested modules,
-# which their own runs cover.
+# CYCLO_OVER (25). It walks directories, so the root's run skips the
+# nested modules, which their own runs cover.
 gocyclo:
 	@nested=$$(echo $(filter-out .,$(MODULES)) | tr ' ' '|'); \
 	for m in $(LINT_MODULES); do \
