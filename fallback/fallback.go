@@ -127,7 +127,7 @@ func New(primary ratewarden.Store, opts ...Option) (*Store, error) {
 	s.scratch.New = func() any { return new(scratch) }
 	s.cb = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:          cfg.name,
-		MaxRequests:   cfg.probes,
+		MaxRequests:   uint32(cfg.probes), // validated to fit
 		Interval:      cfg.window,
 		BucketPeriod:  cfg.window / 10,
 		Timeout:       cfg.probeInterval,
@@ -139,11 +139,11 @@ func New(primary ratewarden.Store, opts ...Option) (*Store, error) {
 }
 
 func (s *Store) readyToTrip(c gobreaker.Counts) bool {
-	if c.ConsecutiveFailures >= s.cfg.tripAfter {
+	if uint64(c.ConsecutiveFailures) >= uint64(s.cfg.tripAfter) {
 		return true
 	}
-	done := c.TotalSuccesses + c.TotalFailures
-	return done >= s.cfg.tripMin && float64(c.TotalFailures) >= s.cfg.tripRatio*float64(done)
+	done := uint64(c.TotalSuccesses) + uint64(c.TotalFailures)
+	return done >= uint64(s.cfg.tripMin) && float64(c.TotalFailures) >= s.cfg.tripRatio*float64(done)
 }
 
 // State returns the breaker's state now. A readiness check can report not
@@ -284,7 +284,7 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...ratewarden.Limi
 	if s.local != nil {
 		shares := make([]ratewarden.Limit, len(limits))
 		for i, l := range limits {
-			shares[i] = share(l, s.cfg.replicas)
+			shares[i] = share(l, int64(s.cfg.replicas))
 		}
 		if err := s.local.Reset(ctx, key, shares...); err != nil {
 			return fmt.Errorf("fallback: reset local share: %w", err)
@@ -368,7 +368,7 @@ func (s *Store) degrade(ctx context.Context, req *ratewarden.Request, res []rate
 			closed = true
 		default:
 			sc.idx = append(sc.idx, i)
-			sc.limits = append(sc.limits, share(l, s.cfg.replicas))
+			sc.limits = append(sc.limits, share(l, int64(s.cfg.replicas)))
 		}
 	}
 	if len(sc.idx) > 0 {

@@ -32,29 +32,30 @@ const (
 	DefaultWindow = 10 * time.Second
 )
 
-// Option configures a Store. Options that get an invalid value make New
-// fail with an error wrapping ratewarden.ErrInvalidConfig that names the
-// setting.
+// Option configures a Store. Options only record their value; New
+// validates the collected configuration and fails with an error wrapping
+// ratewarden.ErrInvalidConfig that names the setting. When an option is
+// given twice, the last one counts.
 type Option func(*config)
 
 type config struct {
 	timeout       time.Duration
 	policy        Policy
 	policyFor     func(ratewarden.Limit) Policy
-	replicas      int64
+	replicas      int
 	retryAfter    time.Duration
 	probeInterval time.Duration
-	probes        uint32
-	tripAfter     uint32
+	probes        int
+	tripAfter     int
 	tripRatio     float64
-	tripMin       uint32
+	tripMin       int
 	window        time.Duration
 	name          string
 	logger        *slog.Logger
 	onState       func(from, to State)
 	onDegraded    func(Policy, error)
 	local         ratewarden.Store
-	err           error
+	localSet      bool // WithLocalStore was given, so local must not be nil
 }
 
 func defaultConfig() config {
@@ -73,7 +74,7 @@ func defaultConfig() config {
 	}
 }
 
-// newConfig applies opts to the defaults and reports the first invalid one.
+// newConfig applies opts to the defaults and validates the result.
 func newConfig(opts []Option) (config, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -82,38 +83,59 @@ func newConfig(opts []Option) (config, error) {
 		}
 		o(&cfg)
 	}
-	return cfg, cfg.err
+	if err := cfg.validate(); err != nil {
+		return config{}, err
+	}
+	return cfg, nil
 }
 
-// fail records the first invalid option.
-func (c *config) fail(format string, args ...any) {
-	if c.err == nil {
-		c.err = fmt.Errorf("fallback: "+format+": %w", append(args, ratewarden.ErrInvalidConfig)...)
+// validate reports the first setting out of its range, by name.
+func (c *config) validate() error {
+	var detail string
+	switch {
+	case c.timeout <= 0:
+		detail = fmt.Sprintf("timeout must be > 0, got %v", c.timeout)
+	case !c.policy.valid():
+		detail = fmt.Sprintf("policy must be fail_open, fail_closed or local_fallback, got %v", c.policy)
+	case c.replicas < 1:
+		detail = fmt.Sprintf("replicas must be >= 1, got %d", c.replicas)
+	case c.retryAfter < 0:
+		detail = fmt.Sprintf("retry after must be >= 0, got %v", c.retryAfter)
+	case c.probeInterval <= 0:
+		detail = fmt.Sprintf("probe interval must be > 0, got %v", c.probeInterval)
+	case !inUint32(c.probes):
+		detail = fmt.Sprintf("half-open probes must be between 1 and %d, got %d", uint32(math.MaxUint32), c.probes)
+	case !inUint32(c.tripAfter):
+		detail = fmt.Sprintf("trip after must be between 1 and %d, got %d", uint32(math.MaxUint32), c.tripAfter)
+	case !(c.tripRatio > 0 && c.tripRatio <= 1): // also rejects NaN
+		detail = fmt.Sprintf("trip ratio must be in (0, 1], got %v", c.tripRatio)
+	case !inUint32(c.tripMin):
+		detail = fmt.Sprintf("trip ratio minimum requests must be between 1 and %d, got %d", uint32(math.MaxUint32), c.tripMin)
+	case c.window < 10*time.Millisecond:
+		detail = fmt.Sprintf("window must be >= 10ms, got %v", c.window)
+	case c.logger == nil:
+		detail = "logger must not be nil (use slog.New(slog.DiscardHandler) to silence it)"
+	case c.localSet && nilcheck.Is(c.local):
+		detail = "local store must not be nil" + nilcheck.Describe(c.local)
+	default:
+		return nil
 	}
+	return fmt.Errorf("fallback: %s: %w", detail, ratewarden.ErrInvalidConfig)
 }
+
+// inUint32 reports whether n is a count gobreaker can hold: 1 to MaxUint32.
+func inUint32(n int) bool { return n >= 1 && uint64(n) <= math.MaxUint32 }
 
 // WithTimeout sets the deadline of each call to the primary store
 // (default DefaultTimeout); d must be > 0. An earlier deadline on the
 // caller's context wins.
 func WithTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.fail("timeout must be > 0, got %v", d)
-			return
-		}
-		c.timeout = d
-	}
+	return func(c *config) { c.timeout = d }
 }
 
 // WithPolicy sets the failure policy (default LocalFallback).
 func WithPolicy(p Policy) Option {
-	return func(c *config) {
-		if !p.valid() {
-			c.fail("policy must be fail_open, fail_closed or local_fallback, got %v", p)
-			return
-		}
-		c.policy = p
-	}
+	return func(c *config) { c.policy = p }
 }
 
 // WithPolicyFunc chooses the failure policy per limit: fn is asked for each
@@ -135,26 +157,14 @@ func WithPolicyFunc(fn func(ratewarden.Limit) Policy) Option {
 // replicas together admit at most the limit during an outage (n when Rate
 // is below n, as every share is at least 1). n must be >= 1.
 func WithReplicas(n int) Option {
-	return func(c *config) {
-		if n < 1 {
-			c.fail("replicas must be >= 1, got %d", n)
-			return
-		}
-		c.replicas = int64(n)
-	}
+	return func(c *config) { c.replicas = n }
 }
 
 // WithRetryAfter sets the RetryAfter of FailClosed denials. The default, 0,
 // uses the time until the breaker's next probe (the probe interval when
 // the breaker is not open). d must be >= 0.
 func WithRetryAfter(d time.Duration) Option {
-	return func(c *config) {
-		if d < 0 {
-			c.fail("retry after must be >= 0, got %v", d)
-			return
-		}
-		c.retryAfter = d
-	}
+	return func(c *config) { c.retryAfter = d }
 }
 
 // WithProbeInterval sets how long the breaker stays open before it lets a
@@ -162,38 +172,20 @@ func WithRetryAfter(d time.Duration) Option {
 // > 0. The primary is back in use within about 2 × d + the timeout after it
 // recovers (see the package doc).
 func WithProbeInterval(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.fail("probe interval must be > 0, got %v", d)
-			return
-		}
-		c.probeInterval = d
-	}
+	return func(c *config) { c.probeInterval = d }
 }
 
 // WithHalfOpenProbes sets how many probe calls the half-open breaker lets
 // through, and how many must succeed in a row to close it (default 1);
 // n must be >= 1. Any failed probe opens it again.
 func WithHalfOpenProbes(n int) Option {
-	return func(c *config) {
-		if n < 1 || n > math.MaxUint32 {
-			c.fail("half-open probes must be between 1 and %d, got %d", uint32(math.MaxUint32), n)
-			return
-		}
-		c.probes = uint32(n)
-	}
+	return func(c *config) { c.probes = n }
 }
 
 // WithTripAfter opens the breaker after n consecutive failed calls
 // (default DefaultTripAfter); n must be >= 1.
 func WithTripAfter(n int) Option {
-	return func(c *config) {
-		if n < 1 || n > math.MaxUint32 {
-			c.fail("trip after must be between 1 and %d, got %d", uint32(math.MaxUint32), n)
-			return
-		}
-		c.tripAfter = uint32(n)
-	}
+	return func(c *config) { c.tripAfter = n }
 }
 
 // WithTripRatio also opens the breaker when at least minRequests calls
@@ -202,29 +194,14 @@ func WithTripAfter(n int) Option {
 // primary that fails often but not many times in a row. ratio must be in
 // (0, 1] and minRequests >= 1.
 func WithTripRatio(ratio float64, minRequests int) Option {
-	return func(c *config) {
-		switch {
-		case !(ratio > 0 && ratio <= 1): // also rejects NaN
-			c.fail("trip ratio must be in (0, 1], got %v", ratio)
-		case minRequests < 1 || minRequests > math.MaxUint32:
-			c.fail("trip ratio minimum requests must be between 1 and %d, got %d", uint32(math.MaxUint32), minRequests)
-		default:
-			c.tripRatio, c.tripMin = ratio, uint32(minRequests)
-		}
-	}
+	return func(c *config) { c.tripRatio, c.tripMin = ratio, minRequests }
 }
 
 // WithWindow sets the rolling window (default DefaultWindow) over which
 // the closed breaker counts calls for WithTripRatio, in ten buckets; d must
 // be at least 10ms.
 func WithWindow(d time.Duration) Option {
-	return func(c *config) {
-		if d < 10*time.Millisecond {
-			c.fail("window must be >= 10ms, got %v", d)
-			return
-		}
-		c.window = d
-	}
+	return func(c *config) { c.window = d }
 }
 
 // WithName names the store in log lines, for services with more than one
@@ -239,13 +216,7 @@ func WithName(name string) Option {
 // caller's key. l must not be nil; pass slog.New(slog.DiscardHandler) for
 // silence.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) {
-		if l == nil {
-			c.fail("logger must not be nil (use slog.New(slog.DiscardHandler) to silence it)")
-			return
-		}
-		c.logger = l
-	}
+	return func(c *config) { c.logger = l }
 }
 
 // WithOnStateChange registers fn to be told of every breaker state change,
@@ -271,11 +242,5 @@ func WithOnDegraded(fn func(p Policy, cause error)) Option {
 // memstore.DefaultMaxKeys states); pass a memstore built with
 // memstore.WithMaxKeys to bound it differently. st must not be nil.
 func WithLocalStore(st ratewarden.Store) Option {
-	return func(c *config) {
-		if nilcheck.Is(st) {
-			c.fail("local store must not be nil%s", nilcheck.Describe(st))
-			return
-		}
-		c.local = st
-	}
+	return func(c *config) { c.local, c.localSet = st, true }
 }

@@ -77,6 +77,16 @@ func TestBadConfig(t *testing.T) {
 			t.Errorf("err = %v, want one containing %q and wrapping ErrInvalidConfig", err, tc.want)
 		}
 	}
+	// New validates what the options collected: of two, the last counts.
+	if _, err := New(m, WithTimeout(0), WithTimeout(time.Second)); err != nil {
+		t.Errorf("an invalid timeout replaced by a valid one: %v", err)
+	}
+	if _, err := New(m, WithTimeout(time.Second), WithReplicas(2), WithTimeout(0)); !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), "timeout") {
+		t.Errorf("a valid timeout replaced by an invalid one: err = %v, want one naming the timeout", err)
+	}
+	if _, err := New(m, WithLocalStore(nil), WithLocalStore(m)); err != nil {
+		t.Errorf("a nil local store replaced by a real one: %v", err)
+	}
 	if _, err := New(nil); !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), "primary store must not be nil") {
 		t.Errorf("New(nil): err = %v", err)
 	}
