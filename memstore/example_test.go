@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -92,10 +93,10 @@ func ExampleWithShards() {
 	store, err := memstore.New(memstore.WithShards(256))
 	fmt.Println(store != nil, err)
 	_, err = memstore.New(memstore.WithShards(0))
-	fmt.Println(err)
+	fmt.Println(errors.Is(err, ratewarden.ErrInvalidConfig))
 	// Output:
 	// true <nil>
-	// memstore: shards must be between 1 and 65536, got 0: ratewarden: invalid config
+	// true
 }
 
 func ExampleStore_Check() {
@@ -188,8 +189,8 @@ func ExampleStore_Close() {
 	}
 	fmt.Println(store.Close())
 	_, err = limiter.Allow(context.Background(), "k", ratewarden.PerSecond(1))
-	fmt.Println(err)
+	fmt.Println(errors.Is(err, ratewarden.ErrStoreUnavailable))
 	// Output:
 	// <nil>
-	// memstore: store is closed: ratewarden: store unavailable
+	// true
 }

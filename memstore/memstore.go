@@ -92,8 +92,13 @@ type config struct {
 // Option configures a Store.
 type Option func(*config)
 
-// WithClock makes the store read the time from now instead of time.Now.
-// Tests use it to move time by hand. now must be safe for concurrent use.
+// WithClock makes the store read the time from now instead of time.Now:
+// time as a parameter, for deterministic simulations and replays (a model
+// that sets each instant, a run over recorded traffic at its own
+// timestamps) and for one clock shared with other parts of a simulation
+// (denycache.WithClock). A test whose timing fits a testing/synctest bubble
+// needs no clock: in the bubble time.Now is the bubble's fake clock. now
+// must be safe for concurrent use.
 func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
 
 // WithMaxKeys bounds the number of states the store holds (one per key and

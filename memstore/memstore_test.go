@@ -1,8 +1,9 @@
 package memstore_test
 
 import (
-	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -13,32 +14,42 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeClock is a clock that moves only when told to.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
+// offset is how far past the start of a bubble's clock (midnight UTC,
+// 2000-01-01: a boundary of every round window) inBubble moves it before
+// the test starts: an arbitrary instant, on no round window boundary.
+const offset = 15*time.Hour + 9*time.Minute + 26*time.Second + 535_897*time.Microsecond
+
+// inBubble runs f in a testing/synctest bubble, at offset: time.Now,
+// which a Store made without WithClock reads, is the bubble's clock, which
+// stands still while goroutines run and moves only when time.Sleep asks
+// it to (at once, when every goroutine of the bubble is blocked).
+func inBubble(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(offset)
+		f(t)
+	})
 }
 
-// start is an arbitrary instant, away from round window boundaries.
-var start = time.Date(2026, 3, 14, 15, 9, 26, 535_897_000, time.UTC)
+// testClock is time as a parameter, through memstore.WithClock, for the
+// tests a bubble cannot host: storetest.Run and refmodel.RunAll run
+// parallel subtests (t.Run and t.Parallel are not allowed in a bubble),
+// and the model tests jump between instants, backwards too. It starts at
+// the Unix epoch; Set and Advance move it.
+type testClock struct{ ns atomic.Int64 }
 
-func newClock() *fakeClock { return &fakeClock{t: start} }
+func (c *testClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
+// Set moves the clock to us µs after the epoch.
+func (c *testClock) Set(us int64) { c.ns.Store(us * int64(time.Microsecond)) }
 
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// Advance moves the clock forward by d.
+func (c *testClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Subject {
-		clk := newClock()
+		clk := new(testClock)
+		clk.Set(time.Date(2026, 3, 14, 15, 9, 26, 535_897_000, time.UTC).UnixMicro()) // on no round boundary
 		s, err := memstore.New(memstore.WithClock(clk.Now))
 		if err != nil {
 			t.Fatal(err)

@@ -3,7 +3,6 @@ package memstore_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,15 +11,10 @@ import (
 	"github.com/ratewarden/ratewarden/memstore"
 )
 
-// modelClock is a clock the test sets, in µs.
-type modelClock struct{ us atomic.Int64 }
-
-func (c *modelClock) Now() time.Time { return time.UnixMicro(c.us.Load()) }
-
 // modelLimiter is a memstore-backed ratewarden.Limiter on a clock the test
 // sets.
 type modelLimiter struct {
-	clk modelClock
+	clk testClock
 	lim *ratewarden.Limiter
 }
 
@@ -47,7 +41,7 @@ type modelKey struct {
 }
 
 func (k modelKey) Do(now int64, op refmodel.Op) (refmodel.Answer, error) {
-	k.ml.clk.us.Store(now)
+	k.ml.clk.Set(now)
 	ctx := context.Background()
 	var res ratewarden.Result
 	var err error
