@@ -3,10 +3,10 @@ package ratewarden
 import "errors"
 
 // Sentinel errors. Every error returned by this module wraps one of them
-// (test with errors.Is) together with short context naming the field or
-// operation, for example
+// (test with errors.Is; Classify sorts them) after short context naming
+// the package and the field or operation, for example
 //
-//	ratewarden: invalid limit: rate must be > 0, got 0
+//	ratewarden: rate must be > 0, got 0: ratewarden: invalid limit
 var (
 	// ErrInvalidLimit reports a Limit that fails Validate or ParseLimit.
 	ErrInvalidLimit = errors.New("ratewarden: invalid limit")

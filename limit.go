@@ -73,13 +73,13 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 			return Algorithm(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown algorithm %q (want one of %s)", ErrInvalidLimit, s, strings.Join(algorithmNames[:], ", "))
+	return 0, fmt.Errorf("ratewarden: unknown algorithm %q (want one of %s): %w", s, strings.Join(algorithmNames[:], ", "), ErrInvalidLimit)
 }
 
 // MarshalText implements encoding.TextMarshaler.
 func (a Algorithm) MarshalText() ([]byte, error) {
 	if a >= numAlgorithms {
-		return nil, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidLimit, a)
+		return nil, fmt.Errorf("ratewarden: unknown algorithm %d: %w", a, ErrInvalidLimit)
 	}
 	return []byte(a.String()), nil
 }
@@ -160,37 +160,45 @@ func (l Limit) Capacity() int64 {
 // Validate reports the first problem with l, as an error wrapping
 // ErrInvalidLimit that names the field.
 func (l Limit) Validate() error {
+	if p := l.problem(); p != "" {
+		return fmt.Errorf("ratewarden: %s: %w", p, ErrInvalidLimit)
+	}
+	return nil
+}
+
+// problem describes the first problem with l, or is empty when l is valid.
+func (l Limit) problem() string {
 	switch {
 	case l.Algorithm >= numAlgorithms:
-		return fmt.Errorf("%w: unknown algorithm %d", ErrInvalidLimit, l.Algorithm)
+		return fmt.Sprintf("unknown algorithm %d", l.Algorithm)
 	case l.Rate <= 0:
-		return fmt.Errorf("%w: rate must be > 0, got %d", ErrInvalidLimit, l.Rate)
+		return fmt.Sprintf("rate must be > 0, got %d", l.Rate)
 	case l.Rate > MaxRate:
-		return fmt.Errorf("%w: rate must be <= %d, got %d", ErrInvalidLimit, int64(MaxRate), l.Rate)
+		return fmt.Sprintf("rate must be <= %d, got %d", int64(MaxRate), l.Rate)
 	case l.Algorithm == SlidingLog && l.Rate > MaxLogRate:
-		return fmt.Errorf("%w: rate of a sliding_log limit must be <= %d (memory per key), got %d", ErrInvalidLimit, MaxLogRate, l.Rate)
+		return fmt.Sprintf("rate of a sliding_log limit must be <= %d (memory per key), got %d", MaxLogRate, l.Rate)
 	case l.Period <= 0:
-		return fmt.Errorf("%w: period must be > 0, got %v", ErrInvalidLimit, l.Period)
+		return fmt.Sprintf("period must be > 0, got %v", l.Period)
 	case l.Period < MinPeriod:
-		return fmt.Errorf("%w: period must be at least %v, got %v", ErrInvalidLimit, MinPeriod, l.Period)
+		return fmt.Sprintf("period must be at least %v, got %v", MinPeriod, l.Period)
 	case l.Period%time.Millisecond != 0:
-		return fmt.Errorf("%w: period must be a whole number of milliseconds, got %v", ErrInvalidLimit, l.Period)
+		return fmt.Sprintf("period must be a whole number of milliseconds, got %v", l.Period)
 	case l.Period > MaxPeriod:
-		return fmt.Errorf("%w: period must be at most %v, got %v", ErrInvalidLimit, MaxPeriod, l.Period)
+		return fmt.Sprintf("period must be at most %v, got %v", MaxPeriod, l.Period)
 	case l.Burst < 0:
-		return fmt.Errorf("%w: burst must be >= 0, got %d", ErrInvalidLimit, l.Burst)
+		return fmt.Sprintf("burst must be >= 0, got %d", l.Burst)
 	case l.Burst > 0 && l.Algorithm != TokenBucket:
-		return fmt.Errorf("%w: burst applies only to token_bucket, got burst %d with %s", ErrInvalidLimit, l.Burst, l.Algorithm)
+		return fmt.Sprintf("burst applies only to token_bucket, got burst %d with %s", l.Burst, l.Algorithm)
 	case l.Burst > MaxRate:
-		return fmt.Errorf("%w: burst must be <= %d, got %d", ErrInvalidLimit, int64(MaxRate), l.Burst)
+		return fmt.Sprintf("burst must be <= %d, got %d", int64(MaxRate), l.Burst)
 	case l.Algorithm == TokenBucket && l.Rate > l.Period.Microseconds():
-		return fmt.Errorf("%w: rate of a token_bucket limit must be at most one per microsecond, got %d per %v", ErrInvalidLimit, l.Rate, l.Period)
+		return fmt.Sprintf("rate of a token_bucket limit must be at most one per microsecond, got %d per %v", l.Rate, l.Period)
 	case l.Algorithm == TokenBucket && refillExceeds(l.Capacity(), l.Period, l.Rate, MaxPeriod):
 		// The refill time is the key's TTL; bounding it like a period keeps
 		// every instant exact in Lua's doubles.
-		return fmt.Errorf("%w: burst × period / rate of a token_bucket limit (the time to refill a full bucket) must be at most %v, got burst %d, %d per %v", ErrInvalidLimit, MaxPeriod, l.Capacity(), l.Rate, l.Period)
+		return fmt.Sprintf("burst × period / rate of a token_bucket limit (the time to refill a full bucket) must be at most %v, got burst %d, %d per %v", MaxPeriod, l.Capacity(), l.Rate, l.Period)
 	}
-	return nil
+	return ""
 }
 
 // refillExceeds reports whether capacity × period / rate > bound, exactly
@@ -265,44 +273,44 @@ func formatPeriod(d time.Duration) string {
 func ParseLimit(s string) (Limit, error) {
 	fields := strings.Fields(s)
 	if len(fields) == 0 {
-		return Limit{}, fmt.Errorf("%w: empty limit string (want e.g. \"100/1m\")", ErrInvalidLimit)
+		return Limit{}, fmt.Errorf("ratewarden: empty limit string (want e.g. \"100/1m\"): %w", ErrInvalidLimit)
 	}
 	rateStr, periodStr, ok := strings.Cut(fields[0], "/")
 	if !ok {
-		return Limit{}, fmt.Errorf("%w: %q: want <rate>/<period>, e.g. \"100/1m\"", ErrInvalidLimit, fields[0])
+		return Limit{}, fmt.Errorf("ratewarden: %q: want <rate>/<period>, e.g. \"100/1m\": %w", fields[0], ErrInvalidLimit)
 	}
 	var l Limit
 	rate, err := parseCount(rateStr)
 	if err != nil {
-		return Limit{}, fmt.Errorf("%w: rate %q: %v", ErrInvalidLimit, rateStr, err)
+		return Limit{}, fmt.Errorf("ratewarden: rate %q: %v: %w", rateStr, err, ErrInvalidLimit)
 	}
 	l.Rate, l.Algorithm = rate, DefaultAlgorithm(rate)
 	if l.Period, err = parsePeriod(periodStr); err != nil {
-		return Limit{}, fmt.Errorf("%w: period %q: %v", ErrInvalidLimit, periodStr, err)
+		return Limit{}, fmt.Errorf("ratewarden: period %q: %v: %w", periodStr, err, ErrInvalidLimit)
 	}
 	var sawBurst, sawAlg bool
 	for i := 1; i < len(fields); i++ {
 		f := fields[i]
 		if f == "burst" {
 			if sawBurst {
-				return Limit{}, fmt.Errorf("%w: burst given twice in %q", ErrInvalidLimit, s)
+				return Limit{}, fmt.Errorf("ratewarden: burst given twice in %q: %w", s, ErrInvalidLimit)
 			}
 			if i+1 == len(fields) {
-				return Limit{}, fmt.Errorf("%w: burst needs a number in %q", ErrInvalidLimit, s)
+				return Limit{}, fmt.Errorf("ratewarden: burst needs a number in %q: %w", s, ErrInvalidLimit)
 			}
 			i++
 			if l.Burst, err = parseCount(fields[i]); err != nil {
-				return Limit{}, fmt.Errorf("%w: burst %q: %v", ErrInvalidLimit, fields[i], err)
+				return Limit{}, fmt.Errorf("ratewarden: burst %q: %v: %w", fields[i], err, ErrInvalidLimit)
 			}
 			sawBurst = true
 			continue
 		}
 		a, err := ParseAlgorithm(f)
 		if err != nil {
-			return Limit{}, fmt.Errorf("%w: unexpected %q in %q (want \"burst <n>\" or an algorithm: %s)", ErrInvalidLimit, f, s, strings.Join(algorithmNames[:], ", "))
+			return Limit{}, fmt.Errorf("ratewarden: unexpected %q in %q (want \"burst <n>\" or an algorithm: %s): %w", f, s, strings.Join(algorithmNames[:], ", "), ErrInvalidLimit)
 		}
 		if sawAlg {
-			return Limit{}, fmt.Errorf("%w: algorithm given twice in %q", ErrInvalidLimit, s)
+			return Limit{}, fmt.Errorf("ratewarden: algorithm given twice in %q: %w", s, ErrInvalidLimit)
 		}
 		l.Algorithm, sawAlg = a, true
 	}

@@ -29,17 +29,20 @@ type call struct {
 // New returns a Limiter deciding on store. A nil store, or one holding a
 // nil pointer (as a failed constructor returns), is refused with
 // ErrInvalidConfig rather than failing on the first check.
+//
+// A nil Option is refused with ErrInvalidConfig too.
 func New(store Store, opts ...Option) (*Limiter, error) {
 	if nilcheck.Is(store) {
-		return nil, fmt.Errorf("%w: store must not be nil%s", ErrInvalidConfig, nilcheck.Describe(store))
+		return nil, fmt.Errorf("ratewarden: store must not be nil%s: %w", nilcheck.Describe(store), ErrInvalidConfig)
 	}
-	l := &Limiter{store: store}
-	for _, o := range opts {
+	var c config
+	for i, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("%w: nil Option", ErrInvalidConfig)
+			return nil, fmt.Errorf("ratewarden: option %d is nil: %w", i, ErrInvalidConfig)
 		}
-		o(l)
+		o(&c)
 	}
+	l := &Limiter{store: store, observer: c.observer}
 	l.calls.New = func() any { return new(call) }
 	return l, nil
 }
@@ -65,13 +68,13 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit Limit) (Result, er
 }
 
 func (l *Limiter) check(ctx context.Context, key string, limit Limit, n int64, peek bool) (Result, error) {
-	if err := validateKey(key); err != nil {
+	if err := validateKey("", key); err != nil {
 		return Result{}, err
 	}
 	if err := limit.Validate(); err != nil {
 		return Result{}, err
 	}
-	if err := validateCost(n, limit); err != nil {
+	if err := validateCost("", n, limit); err != nil {
 		return Result{}, err
 	}
 	c := l.calls.Get().(*call)
@@ -79,13 +82,7 @@ func (l *Limiter) check(ctx context.Context, key string, limit Limit, n int64, p
 	c.req = Request{Key: key, Limits: c.lim[:], Cost: n, Peek: peek}
 	err := l.store.Check(ctx, &c.req, c.res[:])
 	res := c.res[0]
-	if l.observer != nil {
-		if err != nil {
-			l.observer(key, nil, err)
-		} else {
-			l.observer(key, c.res[:], nil)
-		}
-	}
+	l.notify(key, c.res[:], err)
 	*c = call{}
 	l.calls.Put(c)
 	if err != nil {
@@ -100,73 +97,110 @@ func (l *Limiter) check(ctx context.Context, key string, limit Limit, n int64, p
 // from any. Use it for "10 per second and 1000 per day". The limits must
 // differ in Scope (algorithm and period).
 func (l *Limiter) AllowAll(ctx context.Context, key string, n int64, limits ...Limit) (Decision, error) {
-	if err := validateKey(key); err != nil {
+	if err := validateCheck("", key, limits, n); err != nil {
 		return Decision{}, err
 	}
-	if err := validateLimits(limits); err != nil {
-		return Decision{}, err
-	}
-	for _, lim := range limits {
-		if err := validateCost(n, lim); err != nil {
-			return Decision{}, err
-		}
-	}
-	req := Request{Key: key, Limits: limits, Cost: n}
 	res := make([]Result, len(limits))
-	err := l.store.Check(ctx, &req, res)
-	if l.observer != nil {
-		if err != nil {
-			l.observer(key, nil, err)
-		} else {
-			l.observer(key, res, nil)
-		}
-	}
+	err := l.checkStore(ctx, key, limits, n, false, res)
+	l.notify(key, res, err)
 	if err != nil {
 		return Decision{}, err
 	}
-	d := Decision{Allowed: true, Results: res}
-	for _, r := range res {
-		d.Allowed = d.Allowed && r.Allowed
+	return Decision{Allowed: allAllowed(res), Results: res}, nil
+}
+
+// checkStore makes one store call: n units against limits for key.
+func (l *Limiter) checkStore(ctx context.Context, key string, limits []Limit, n int64, peek bool, res []Result) error {
+	req := Request{Key: key, Limits: limits, Cost: n, Peek: peek}
+	return l.store.Check(ctx, &req, res)
+}
+
+// notify tells the observer, if any, of one check: its results, or err.
+func (l *Limiter) notify(key string, res []Result, err error) {
+	switch {
+	case l.observer == nil:
+	case err != nil:
+		l.observer(key, nil, err)
+	default:
+		l.observer(key, res, nil)
 	}
-	return d, nil
+}
+
+func allAllowed(res []Result) bool {
+	for _, r := range res {
+		if !r.Allowed {
+			return false
+		}
+	}
+	return true
 }
 
 // Reset clears the state of key under each of limits: the next check starts
 // from a full allowance. Other keys, and other limits of key, keep theirs.
 func (l *Limiter) Reset(ctx context.Context, key string, limits ...Limit) error {
-	if err := validateKey(key); err != nil {
+	if err := validateKey("", key); err != nil {
 		return err
 	}
-	if err := validateLimits(limits); err != nil {
+	if err := validateLimits("", limits); err != nil {
 		return err
 	}
 	return l.store.Reset(ctx, key, limits...)
 }
 
-func validateKey(key string) error {
+// The validators below name what is wrong after "ratewarden: " and where,
+// a prefix such as "checks[2]: " (empty for a single check), and wrap the
+// sentinel of the field.
+
+func validateKey(where, key string) error {
 	if key == "" {
-		return fmt.Errorf("%w: key must not be empty", ErrInvalidKey)
+		return fmt.Errorf("ratewarden: %skey must not be empty: %w", where, ErrInvalidKey)
 	}
 	return nil
 }
 
 // validateLimits checks that there is at least one limit, each valid, with
 // distinct scopes.
-func validateLimits(limits []Limit) error {
+func validateLimits(where string, limits []Limit) error {
 	if len(limits) == 0 {
-		return fmt.Errorf("%w: no limits given", ErrInvalidLimit)
+		return fmt.Errorf("ratewarden: %sno limits given: %w", where, ErrInvalidLimit)
 	}
 	for i, lim := range limits {
-		if err := lim.Validate(); err != nil {
+		if p := lim.problem(); p != "" {
 			if len(limits) == 1 {
-				return err
+				return fmt.Errorf("ratewarden: %s%s: %w", where, p, ErrInvalidLimit)
 			}
-			return fmt.Errorf("limits[%d]: %w", i, err)
+			return fmt.Errorf("ratewarden: %slimits[%d]: %s: %w", where, i, p, ErrInvalidLimit)
 		}
 		for j := range i {
 			if limits[j].Algorithm == lim.Algorithm && limits[j].Period == lim.Period {
-				return fmt.Errorf("%w: limits[%d] (%v) and limits[%d] (%v) share the scope %s; give each a different algorithm or period", ErrInvalidLimit, j, limits[j], i, lim, lim.Scope())
+				return fmt.Errorf("ratewarden: %slimits[%d] (%v) and limits[%d] (%v) share the scope %s; give each a different algorithm or period: %w", where, j, limits[j], i, lim, lim.Scope(), ErrInvalidLimit)
 			}
+		}
+	}
+	return nil
+}
+
+func validateCost(where string, n int64, limit Limit) error {
+	switch {
+	case n < 0:
+		return fmt.Errorf("ratewarden: %scost must be >= 0, got %d: %w", where, n, ErrInvalidCost)
+	case n > limit.Capacity():
+		return fmt.Errorf("ratewarden: %scost %d exceeds the capacity %d of limit %v; it could never be admitted: %w", where, n, limit.Capacity(), limit, ErrInvalidCost)
+	}
+	return nil
+}
+
+// validateCheck checks one key's check: key, limits and cost.
+func validateCheck(where, key string, limits []Limit, n int64) error {
+	if err := validateKey(where, key); err != nil {
+		return err
+	}
+	if err := validateLimits(where, limits); err != nil {
+		return err
+	}
+	for _, lim := range limits {
+		if err := validateCost(where, n, lim); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -175,26 +209,5 @@ func validateLimits(limits []Limit) error {
 // ValidateRequest checks a Request as the Limiter does before calling a
 // Store. Decorators and services that build Requests themselves use it.
 func ValidateRequest(req *Request) error {
-	if err := validateKey(req.Key); err != nil {
-		return err
-	}
-	if err := validateLimits(req.Limits); err != nil {
-		return err
-	}
-	for _, lim := range req.Limits {
-		if err := validateCost(req.Cost, lim); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func validateCost(n int64, limit Limit) error {
-	switch {
-	case n < 0:
-		return fmt.Errorf("%w: cost must be >= 0, got %d", ErrInvalidCost, n)
-	case n > limit.Capacity():
-		return fmt.Errorf("%w: cost %d exceeds the capacity %d of limit %v; it could never be admitted", ErrInvalidCost, n, limit.Capacity(), limit)
-	}
-	return nil
+	return validateCheck("", req.Key, req.Limits, req.Cost)
 }

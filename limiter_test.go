@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
@@ -28,21 +29,13 @@ func (s *countingStore) Reset(ctx context.Context, key string, limits ...ratewar
 	return s.Store.Reset(ctx, key, limits...)
 }
 
-// clock is a fixed instant that tests move by hand.
-type clock struct{ t atomic.Int64 }
-
-func newClock() *clock {
-	c := new(clock)
-	c.t.Store(time.Date(2026, 6, 1, 9, 30, 0, 250_000_000, time.UTC).UnixNano())
-	return c
-}
-func (c *clock) Now() time.Time          { return time.Unix(0, c.t.Load()) }
-func (c *clock) Advance(d time.Duration) { c.t.Add(int64(d)) }
-
-func newCounting(t *testing.T, opts ...ratewarden.Option) (*countingStore, *ratewarden.Limiter, *clock, *memstore.Store) {
+// newCounting returns a Limiter on a counting memstore. Tests that depend
+// on the time run it inside synctest.Test, where time.Now (the memstore's
+// clock) stands still until the test sleeps: the bubble starts at
+// 2000-01-01 00:00:00 UTC, a whole day, hour and minute.
+func newCounting(t *testing.T, opts ...ratewarden.Option) (*countingStore, *ratewarden.Limiter, *memstore.Store) {
 	t.Helper()
-	clk := newClock()
-	ms, err := memstore.New(memstore.WithClock(clk.Now))
+	ms, err := memstore.New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,18 +44,18 @@ func newCounting(t *testing.T, opts ...ratewarden.Option) (*countingStore, *rate
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cs, l, clk, ms
+	return cs, l, ms
 }
 
 func TestNewErrors(t *testing.T) {
 	l, err := ratewarden.New(nil)
-	if l != nil || !errors.Is(err, ratewarden.ErrInvalidConfig) || err.Error() != "ratewarden: invalid config: store must not be nil" {
+	if l != nil || !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), "store must not be nil") {
 		t.Fatalf("New(nil) = %v, %v", l, err)
 	}
 	ms, _ := memstore.New()
-	l, err = ratewarden.New(ms, nil)
-	if l != nil || !errors.Is(err, ratewarden.ErrInvalidConfig) || err.Error() != "ratewarden: invalid config: nil Option" {
-		t.Fatalf("New(store, nil) = %v, %v", l, err)
+	l, err = ratewarden.New(ms, ratewarden.WithObserver(nil), nil)
+	if l != nil || !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), "option 1 is nil") {
+		t.Fatalf("New(store, ok, nil) = %v, %v", l, err)
 	}
 }
 
@@ -93,7 +86,7 @@ func TestBadInputNeverReachesStore(t *testing.T) {
 			_, err := l.AllowAll(ctx, "k", 1, good, ratewarden.PerMinute(9), ratewarden.PerSecond(50))
 			return err
 		}, ratewarden.ErrInvalidLimit, "limits[0] (5/1s) and limits[2] (50/1s) share the scope sliding_log:1s"},
-		{"AllowAll invalid second limit", func(l *ratewarden.Limiter) error { _, err := l.AllowAll(ctx, "k", 1, good, bad); return err }, ratewarden.ErrInvalidLimit, "limits[1]: ratewarden: invalid limit: period must be > 0"},
+		{"AllowAll invalid second limit", func(l *ratewarden.Limiter) error { _, err := l.AllowAll(ctx, "k", 1, good, bad); return err }, ratewarden.ErrInvalidLimit, "limits[1]: period must be > 0"},
 		{"AllowAll cost over the smaller capacity", func(l *ratewarden.Limiter) error {
 			_, err := l.AllowAll(ctx, "k", 6, ratewarden.PerMinute(100), good)
 			return err
@@ -107,7 +100,7 @@ func TestBadInputNeverReachesStore(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var observed atomic.Int64
-			cs, l, _, _ := newCounting(t, ratewarden.WithObserver(func(string, []ratewarden.Result, error) { observed.Add(1) }))
+			cs, l, _ := newCounting(t, ratewarden.WithObserver(func(string, []ratewarden.Result, error) { observed.Add(1) }))
 			err := tc.call(l)
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("err = %v, want %v mentioning %q", err, tc.want, tc.msg)
@@ -122,9 +115,12 @@ func TestBadInputNeverReachesStore(t *testing.T) {
 	}
 }
 
-func TestLimiterDecisions(t *testing.T) {
+func TestLimiterDecisions(t *testing.T) { synctest.Test(t, testLimiterDecisions) }
+
+func testLimiterDecisions(t *testing.T) {
 	ctx := context.Background()
-	cs, l, clk, _ := newCounting(t)
+	cs, l, _ := newCounting(t)
+	time.Sleep(250 * time.Millisecond) // a quarter second into the minute
 	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 3, Period: time.Minute}
 	r, err := l.AllowN(ctx, "k", lim, 3)
 	if err != nil || !r.Allowed || r.Remaining != 0 || r.Limit != lim || r.Source != ratewarden.SourceStore {
@@ -138,7 +134,7 @@ func TestLimiterDecisions(t *testing.T) {
 	if err != nil || r.Allowed || r.Remaining != 0 {
 		t.Fatalf("Peek = %+v, %v", r, err)
 	}
-	clk.Advance(r.RetryAfter)
+	time.Sleep(r.RetryAfter)
 	r, err = l.AllowN(ctx, "k", lim, 0)
 	if err != nil || !r.Allowed || r.Remaining != 3 {
 		t.Fatalf("AllowN(0) in the next window = %+v, %v", r, err)
@@ -154,7 +150,7 @@ func TestLimiterDecisions(t *testing.T) {
 func TestStoreErrorPassedThrough(t *testing.T) {
 	ctx := context.Background()
 	var got []error
-	_, l, _, ms := newCounting(t, ratewarden.WithObserver(func(key string, res []ratewarden.Result, err error) {
+	_, l, ms := newCounting(t, ratewarden.WithObserver(func(key string, res []ratewarden.Result, err error) {
 		if res != nil {
 			t.Errorf("observer got results %v with error %v", res, err)
 		}
@@ -184,7 +180,7 @@ func TestObserver(t *testing.T) {
 		allowed []bool
 	}
 	var calls []seen
-	_, l, _, _ := newCounting(t, ratewarden.WithObserver(func(key string, res []ratewarden.Result, err error) {
+	_, l, _ := newCounting(t, ratewarden.WithObserver(func(key string, res []ratewarden.Result, err error) {
 		if err != nil {
 			t.Errorf("observer: %v", err)
 		}
@@ -235,9 +231,11 @@ func mustMem(t *testing.T) *memstore.Store {
 	return s
 }
 
-func TestAllowAll(t *testing.T) {
+func TestAllowAll(t *testing.T) { synctest.Test(t, testAllowAll) }
+
+func testAllowAll(t *testing.T) {
 	ctx := context.Background()
-	_, l, _, _ := newCounting(t)
+	_, l, _ := newCounting(t)
 	perSec := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 2, Period: time.Second}
 	perHour := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Hour}
 	d, err := l.AllowAll(ctx, "k", 2, perSec, perHour)

@@ -1,7 +1,12 @@
 package ratewarden
 
-// Option configures a Limiter.
-type Option func(*Limiter)
+// Option configures a Limiter; pass options to New.
+type Option func(*config)
+
+// config is what the options of New collect; New validates it.
+type config struct {
+	observer Observer
+}
 
 // Observer is told of every check a Limiter makes, after the store
 // answered: key, the results (one per limit; nil when err is not nil) and
@@ -10,7 +15,8 @@ type Option func(*Limiter)
 type Observer func(key string, results []Result, err error)
 
 // WithObserver registers fn to be called after every Allow, AllowN,
-// AllowAll and Peek (for logging or metrics). Nil removes it.
+// AllowAll, Peek, AllowKeys and PeekKeys (for logging or metrics). Nil
+// removes it.
 func WithObserver(fn Observer) Option {
-	return func(l *Limiter) { l.observer = fn }
+	return func(c *config) { c.observer = fn }
 }
