@@ -257,3 +257,65 @@ func ExampleValidateRequest() {
 	// ratewarden: cost 11 exceeds the capacity 10 of limit 10/1s; it could never be admitted: ratewarden: invalid cost
 }
 
+// One request, two keys: a per-client limit and a per-route limit. The
+// request is admitted only when both admit it; a denied request consumes
+// from neither.
+func ExampleLimiter_AllowKeys() {
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	perClient := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 3, Period: time.Hour}
+	perRoute := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 2, Period: time.Hour}
+	for range 3 {
+		d, err := limiter.AllowKeys(ctx,
+			ratewarden.KeyCheck{Key: "client:42", Limits: []ratewarden.Limit{perClient}, Cost: 1},
+			ratewarden.KeyCheck{Key: "route:/upload", Limits: []ratewarden.Limit{perRoute}, Cost: 1},
+			// Tried on live traffic before it is enforced: reported, never denying.
+			ratewarden.KeyCheck{Key: "tenant:7", Limits: []ratewarden.Limit{ratewarden.PerHour(1)}, Cost: 1, Shadow: true},
+		)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("allowed=%v client=%d route=%d tenant allowed=%v\n", d.Allowed,
+			d.Checks[0].Results[0].Remaining, d.Checks[1].Results[0].Remaining, d.Checks[2].Allowed)
+	}
+	// Output:
+	// allowed=true client=2 route=1 tenant allowed=true
+	// allowed=true client=1 route=0 tenant allowed=false
+	// allowed=false client=1 route=0 tenant allowed=false
+}
+
+// Classify tells a caller what an error of a Limiter call means for its
+// answer.
+func ExampleClassify() {
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	_, err = limiter.AllowN(ctx, "", ratewarden.PerMinute(10), 1)
+	fmt.Println(ratewarden.Classify(ctx, err))
+	_ = store.Close() // the store goes away
+	_, err = limiter.Allow(ctx, "user:42", ratewarden.PerMinute(10))
+	switch ratewarden.Classify(ctx, err) {
+	case ratewarden.InvalidInput:
+		fmt.Println("400 Bad Request")
+	case ratewarden.CallerCanceled:
+		// the client gave up: nothing to answer, not the store's fault
+	case ratewarden.StoreUnavailable:
+		fmt.Println("503 Service Unavailable")
+	}
+	// Output:
+	// invalid_input
+	// 503 Service Unavailable
+}
