@@ -175,7 +175,7 @@ func TestDeadline(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		err := s.Check(ctx, &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{perMin10}, Cost: 1}, make([]ratewarden.Result, 1))
-		if !errors.Is(err, context.Canceled) || f.calls.Load() != calls {
+		if !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "fallback: caller gave up: context canceled: ") || f.calls.Load() != calls {
 			t.Fatalf("cancelled context: err = %v, primary calls +%d; want context.Canceled and none", err, f.calls.Load()-calls)
 		}
 		mustCheck(t, s, "k", perMin10, 1) // the second real timeout trips it
@@ -347,9 +347,9 @@ func TestResetDuringOutage(t *testing.T) {
 		if r := mustCheck(t, s, "k", lim, 1); !r.Allowed || r.Source != ratewarden.SourceLocalFallback {
 			t.Fatalf("after Reset the local share is full again, got %+v", r)
 		}
-		// Failing, not yet open: the primary's error.
+		// Failing, not yet open: the primary's error, unchanged.
 		s2 := newStore(t, f, WithLogger(discard))
-		if err := s2.Reset(context.Background(), "k", lim); !errors.Is(err, ratewarden.ErrStoreUnavailable) || errors.Is(err, ErrOpen) {
+		if err := s2.Reset(context.Background(), "k", lim); !errors.Is(err, ratewarden.ErrStoreUnavailable) || errors.Is(err, ErrOpen) || !strings.HasPrefix(err.Error(), "faulty: ") {
 			t.Fatalf("Reset on a failing primary: err = %v, want the primary's unavailability", err)
 		}
 	})

@@ -214,12 +214,12 @@ func classify(ctx context.Context, err error) error {
 		errors.Is(err, ratewarden.ErrInvalidCost), errors.Is(err, ratewarden.ErrInvalidConfig):
 		return &passError{err}
 	default: // a backend error that follows no convention: still the backend's
-		return fmt.Errorf("fallback: primary: %w: %w", ratewarden.ErrStoreUnavailable, err)
+		return fmt.Errorf("fallback: primary: %w: %w", err, ratewarden.ErrStoreUnavailable)
 	}
 }
 
 func callerGone(ctx context.Context) error {
-	return fmt.Errorf("fallback: caller gave up: %w: %w", ratewarden.ErrStoreUnavailable, context.Cause(ctx))
+	return fmt.Errorf("fallback: caller gave up: %w: %w", context.Cause(ctx), ratewarden.ErrStoreUnavailable)
 }
 
 // call runs fn on the primary through the breaker, under the deadline. It
@@ -290,14 +290,13 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...ratewarden.Limi
 			return fmt.Errorf("fallback: reset local share: %w", err)
 		}
 	}
+	// The error is already one of this package's (ErrOpen, a primary's
+	// unconventional error wrapped) or the primary's own: no second prefix.
 	err := s.call(ctx, func(cctx context.Context) error { return s.primary.Reset(cctx, key, limits...) })
 	if p, ok := err.(*passError); ok {
 		return p.err
 	}
-	if err != nil {
-		return fmt.Errorf("fallback: reset: %w", err)
-	}
-	return nil
+	return err
 }
 
 // policyOf returns the policy for l.
