@@ -33,7 +33,7 @@ func newRedisStore(t testing.TB, srv *testredis.Server) *redisstore.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	s, err := redisstore.New(c, redisstore.WithDenyCache(0)) // plain: the cache under test wraps it
+	s, err := redisstore.New(c) // the script store alone: the cache under test wraps it
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -599,6 +599,12 @@ func TestAcceptance_BadInputMakesNoRedisCall(t *testing.T) {
 			}, ratewarden.ErrInvalidLimit, "burst"},
 			{"negative cost", func() error { _, err := l.AllowN(bg, "k", ok, -1); return err }, ratewarden.ErrInvalidCost, "cost"},
 			{"cost over capacity", func() error { _, err := l.AllowN(bg, "k", ok, 11); return err }, ratewarden.ErrInvalidCost, "cost"},
+			{"refill beyond MaxPeriod", func() error {
+				// Each field is in range, but a full bucket takes 10^12 ×
+				// 366 days to refill: no key could expire.
+				_, err := l.Allow(bg, "k", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: ratewarden.MaxPeriod, Burst: ratewarden.MaxRate})
+				return err
+			}, ratewarden.ErrInvalidLimit, "refill"},
 			{"unknown algorithm", func() error {
 				_, err := l.Allow(bg, "k", ratewarden.Limit{Algorithm: 9, Rate: 1, Period: time.Second})
 				return err

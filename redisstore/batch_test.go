@@ -77,8 +77,9 @@ func TestBatchingCoalescesConcurrentChecks(t *testing.T) {
 // a batch: every check is its own script call, sent at once.
 func TestBatchingNoDelayWhenSequential(t *testing.T) {
 	srv := testredis.Start(t)
-	// No deny cache: the denials after the 5th check must reach Redis too.
-	l := limiter(t, openStore(t, srv.Addr, WithDenyCache(0)))
+	// The Store has no deny cache: the denials after the 5th check reach
+	// Redis too.
+	l := limiter(t, openStore(t, srv.Addr))
 	lim := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 5, Period: time.Hour}
 	if _, err := l.Allow(bg, "warm-up", lim); err != nil {
 		t.Fatal(err)

@@ -12,8 +12,9 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// The usual setup: one rueidis client and one Store per process, shared by
-// all goroutines.
+// One rueidis client and one Store per process, shared by all goroutines.
+// This is the bare script store; package stack puts the deny cache and a
+// failure policy in front of it, the setup to run in production.
 func ExampleNew() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}, DisableCache: true})
 	if err != nil {
@@ -95,11 +96,12 @@ func ExampleWithPrefix() {
 	fmt.Println(err)
 	// Output:
 	// staging:rl:{user:42}:sliding_window:1m
-	// redisstore: ratewarden: invalid config: prefix "bad{" must not contain '{' or '}' (they would break the key's hash tag)
+	// redisstore: prefix "bad{" must not contain '{' or '}' (they would break the key's hash tag): ratewarden: invalid config
 }
 
-// A service that builds Requests itself (for example from an RPC) calls the
-// Store directly; ratewarden.ValidateRequest is what Check applies first.
+// Code that builds Requests itself calls the Store directly. Check assumes a
+// valid Request, as a ratewarden.Limiter hands it; validate one from
+// elsewhere (an RPC, say) with ratewarden.ValidateRequest first.
 func ExampleStore_Check() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}, DisableCache: true})
 	if err != nil {
@@ -111,6 +113,9 @@ func ExampleStore_Check() {
 		log.Fatal(err)
 	}
 	req := &ratewarden.Request{Key: "api-key:abc", Limits: []ratewarden.Limit{ratewarden.PerSecond(10), ratewarden.PerHour(1000)}, Cost: 1}
+	if err := ratewarden.ValidateRequest(req); err != nil {
+		log.Fatal(err)
+	}
 	res := make([]ratewarden.Result, len(req.Limits))
 	if err := store.Check(context.Background(), req, res); err != nil {
 		log.Fatal(err)

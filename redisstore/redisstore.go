@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
-	"github.com/ratewarden/ratewarden/denycache"
 	"github.com/ratewarden/ratewarden/internal/nilcheck"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
@@ -28,8 +27,7 @@ const DefaultPrefix = "rw:"
 // the Store.
 type Store struct {
 	ev     evaluator
-	bat    *batcher         // nil: every check is its own script call
-	deny   *denycache.Store // nil: no local deny cache
+	bat    *batcher // nil: every check is its own script call
 	prefix string
 	enc    encCache
 	calls  sync.Pool // *call
@@ -43,21 +41,6 @@ type config struct {
 	batching   bool
 	batchSize  int
 	batchLanes int
-	denyCache  int
-}
-
-// WithDenyCache sets how many denials the Store remembers locally
-// (default denycache.DefaultMaxEntries); 0 turns the deny cache off.
-//
-// Once Redis denies a key under a limit with RetryAfter t, further checks of
-// that key and limit with at least the denied cost are denied on this
-// replica until t without a script call: a client flooding far over its
-// limit stops costing Redis anything. It is exact — it repeats only what
-// Redis decided and can never admit — with one limit: a Reset made through
-// another replica is not seen here, so this replica may keep denying that
-// key until t. See package denycache.
-func WithDenyCache(maxEntries int) Option {
-	return func(c *config) { c.denyCache = maxEntries }
 }
 
 // WithPrefix sets the string every key starts with (default "rw:"), to
@@ -98,7 +81,7 @@ func WithBatchLanes(n int) Option {
 // DisableCache: true.
 func New(client rueidis.Client, opts ...Option) (*Store, error) {
 	if nilcheck.Is(client) {
-		return nil, fmt.Errorf("redisstore: %w: client must not be nil%s", ratewarden.ErrInvalidConfig, nilcheck.Describe(client))
+		return nil, fmt.Errorf("redisstore: client must not be nil%s: %w", nilcheck.Describe(client), ratewarden.ErrInvalidConfig)
 	}
 	return newStore(&rueidisEval{c: client, lua: rueidis.NewLuaScript(script)}, client.Mode() == rueidis.ClientModeCluster, opts)
 }
@@ -112,7 +95,7 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 // deadline bounds a check.
 func NewGoRedis(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if nilcheck.Is(client) {
-		return nil, fmt.Errorf("redisstore: %w: client must not be nil%s", ratewarden.ErrInvalidConfig, nilcheck.Describe(client))
+		return nil, fmt.Errorf("redisstore: client must not be nil%s: %w", nilcheck.Describe(client), ratewarden.ErrInvalidConfig)
 	}
 	return newStore(&goRedisEval{c: client, s: redis.NewScript(script)}, isGoRedisSharded(client), opts)
 }
@@ -127,36 +110,25 @@ func isGoRedisSharded(c redis.UniversalClient) bool {
 }
 
 func newStore(ev evaluator, sharded bool, opts []Option) (*Store, error) {
-	c := config{prefix: DefaultPrefix, batching: true, batchSize: DefaultBatchSize, batchLanes: DefaultBatchLanes, denyCache: denycache.DefaultMaxEntries}
+	c := config{prefix: DefaultPrefix, batching: true, batchSize: DefaultBatchSize, batchLanes: DefaultBatchLanes}
 	for _, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("redisstore: %w: nil Option", ratewarden.ErrInvalidConfig)
+			return nil, fmt.Errorf("redisstore: nil Option: %w", ratewarden.ErrInvalidConfig)
 		}
 		o(&c)
 	}
-	if strings.ContainsAny(c.prefix, "{}") {
-		return nil, fmt.Errorf("redisstore: %w: prefix %q must not contain '{' or '}' (they would break the key's hash tag)", ratewarden.ErrInvalidConfig, c.prefix)
-	}
-	if c.batchSize < 1 {
-		return nil, fmt.Errorf("redisstore: %w: batch size must be at least 1, got %d", ratewarden.ErrInvalidConfig, c.batchSize)
-	}
-	if c.batchLanes < 1 {
-		return nil, fmt.Errorf("redisstore: %w: batch lanes must be at least 1, got %d", ratewarden.ErrInvalidConfig, c.batchLanes)
+	switch {
+	case strings.ContainsAny(c.prefix, "{}"):
+		return nil, fmt.Errorf("redisstore: prefix %q must not contain '{' or '}' (they would break the key's hash tag): %w", c.prefix, ratewarden.ErrInvalidConfig)
+	case c.batchSize < 1:
+		return nil, fmt.Errorf("redisstore: batch size must be at least 1, got %d: %w", c.batchSize, ratewarden.ErrInvalidConfig)
+	case c.batchLanes < 1:
+		return nil, fmt.Errorf("redisstore: batch lanes must be at least 1, got %d: %w", c.batchLanes, ratewarden.ErrInvalidConfig)
 	}
 	s := &Store{ev: ev, prefix: c.prefix}
 	s.calls.New = func() any { return &call{callState: callState{done: make(chan struct{}, 1)}} }
 	if c.batching && !sharded {
 		s.bat = newBatcher(ev, &s.calls, c.batchSize, c.batchLanes)
-	}
-	switch {
-	case c.denyCache < 0:
-		return nil, fmt.Errorf("redisstore: %w: deny cache size must be >= 0 (0 turns it off), got %d", ratewarden.ErrInvalidConfig, c.denyCache)
-	case c.denyCache > 0:
-		d, err := denycache.New(scriptStore{s}, denycache.WithMaxEntries(c.denyCache))
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: deny cache: %w", err)
-		}
-		s.deny = d
 	}
 	return s, nil
 }
@@ -178,55 +150,20 @@ func (c *call) reset() {
 	c.ctx, c.err = nil, nil
 }
 
-// Check implements ratewarden.Store. It validates req as the Limiter does
-// (bad input never reaches Redis), runs the script once, and fills res.
-// Redis and network failures wrap ratewarden.ErrStoreUnavailable; when the
-// caller's context ended, the error also wraps ctx.Err().
+// Check implements ratewarden.Store: one script execution decides req
+// (batched with concurrent checks, see the package doc) and fills res.
+// req must be valid and res must have len(req.Limits) elements, as the
+// ratewarden.Limiter guarantees; the Store does not check again. Redis and
+// network failures wrap ratewarden.ErrStoreUnavailable; when the caller's
+// context ended, the error also wraps ctx.Err().
 func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
-	if err := validate(req, res); err != nil {
-		return err
-	}
-	if s.deny != nil {
-		return s.deny.Check(ctx, req, res)
-	}
-	_, err := s.eval(ctx, req, res)
+	_, err := s.check(ctx, req, res)
 	return err
 }
 
-// scriptStore is the Store without its deny cache: the store the cache
-// asks when it cannot answer, with a request Check has validated.
-type scriptStore struct{ s *Store }
-
-func (r scriptStore) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
-	_, err := r.s.eval(ctx, req, res)
-	return err
-}
-
-func validate(req *ratewarden.Request, res []ratewarden.Result) error {
-	if err := ratewarden.ValidateRequest(req); err != nil {
-		return fmt.Errorf("redisstore: %w", err)
-	}
-	if len(res) != len(req.Limits) {
-		return fmt.Errorf("redisstore: %w: res has %d elements for %d limits", ratewarden.ErrInvalidConfig, len(res), len(req.Limits))
-	}
-	return nil
-}
-
-func (r scriptStore) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
-	return r.s.reset(ctx, key, limits...)
-}
-
-// check is Check without the deny cache that also returns the instant (µs,
-// Redis TIME) the script decided at.
+// check is Check that also returns the instant (µs, Redis TIME) the script
+// decided at.
 func (s *Store) check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) (int64, error) {
-	if err := validate(req, res); err != nil {
-		return 0, err
-	}
-	return s.eval(ctx, req, res)
-}
-
-// eval runs the script for a validated req.
-func (s *Store) eval(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, unavailable(ctx, "eval", err)
 	}
@@ -249,14 +186,14 @@ func (s *Store) eval(ctx context.Context, req *ratewarden.Request, res []ratewar
 		return 0, unavailable(ctx, "eval "+req.Limits[0].Scope(), err)
 	}
 	if len(out) != 1+4*len(req.Limits) {
-		return 0, fmt.Errorf("redisstore: eval: %w: reply has %d integers, want %d", ratewarden.ErrStoreUnavailable, len(out), 1+4*len(req.Limits))
+		return 0, fmt.Errorf("redisstore: eval: reply has %d integers, want %d: %w", len(out), 1+4*len(req.Limits), ratewarden.ErrStoreUnavailable)
 	}
 	if out[1] == -1 {
 		keys := make([]string, len(req.Limits))
 		for i, lim := range req.Limits {
 			keys[i] = s.Key(req.Key, lim)
 		}
-		return 0, fmt.Errorf("redisstore: eval %s: %w: wrong type or malformed state in %s", req.Limits[0].Scope(), ratewarden.ErrStoreUnavailable, strings.Join(keys, " or "))
+		return 0, fmt.Errorf("redisstore: eval %s: wrong type or malformed state in %s: %w", req.Limits[0].Scope(), strings.Join(keys, " or "), ratewarden.ErrStoreUnavailable)
 	}
 	for i, lim := range req.Limits {
 		r := out[1+4*i:]
@@ -272,17 +209,8 @@ func (s *Store) eval(ctx context.Context, req *ratewarden.Request, res []ratewar
 }
 
 // Reset implements ratewarden.Store: one DEL of key's state under limits.
+// key and limits must be valid, as the ratewarden.Limiter guarantees.
 func (s *Store) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
-	if s.deny != nil {
-		return s.deny.Reset(ctx, key, limits...) // forgets this key's denials too
-	}
-	return s.reset(ctx, key, limits...)
-}
-
-func (s *Store) reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
-	if err := ratewarden.ValidateRequest(&ratewarden.Request{Key: key, Limits: limits}); err != nil {
-		return fmt.Errorf("redisstore: %w", err)
-	}
 	if err := ctx.Err(); err != nil {
 		return unavailable(ctx, "reset", err)
 	}

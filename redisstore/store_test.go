@@ -122,38 +122,6 @@ func FuzzKey(f *testing.F) {
 	})
 }
 
-func TestCheckValidatesBeforeRedis(t *testing.T) {
-	srv := testredis.Start(t)
-	s := openStore(t, srv.Addr)
-	res := make([]ratewarden.Result, 2)
-	before := scriptCalls(t, srv)
-	for _, tc := range []struct {
-		req  ratewarden.Request
-		want error
-	}{
-		{ratewarden.Request{Key: "", Limits: []ratewarden.Limit{ratewarden.PerSecond(1)}, Cost: 1}, ratewarden.ErrInvalidKey},
-		{ratewarden.Request{Key: "k", Cost: 1}, ratewarden.ErrInvalidLimit},
-		{ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{{Rate: 1}}, Cost: 1}, ratewarden.ErrInvalidLimit},
-		{ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{ratewarden.PerSecond(1)}, Cost: 2}, ratewarden.ErrInvalidCost},
-		{ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{ratewarden.PerSecond(1), ratewarden.PerSecond(2)}, Cost: 1}, ratewarden.ErrInvalidLimit},
-		// Valid, but a full bucket takes 10^12 × 366 days to refill.
-		{ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: ratewarden.MaxPeriod, Burst: ratewarden.MaxRate}}, Cost: 1}, ratewarden.ErrInvalidLimit},
-	} {
-		if err := s.Check(bg, &tc.req, res[:len(tc.req.Limits)]); !errors.Is(err, tc.want) || !strings.HasPrefix(err.Error(), "redisstore: ") {
-			t.Errorf("%+v: %v, want %v", tc.req, err, tc.want)
-		}
-	}
-	if err := s.Check(bg, &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{ratewarden.PerSecond(1)}, Cost: 1}, nil); !errors.Is(err, ratewarden.ErrInvalidConfig) {
-		t.Errorf("short res: %v", err)
-	}
-	if err := s.Reset(bg, "k"); !errors.Is(err, ratewarden.ErrInvalidLimit) {
-		t.Errorf("Reset without limits: %v", err)
-	}
-	if d := scriptCalls(t, srv) - before; d != 0 {
-		t.Errorf("bad input made %d script calls", d)
-	}
-}
-
 func TestContextErrors(t *testing.T) {
 	srv := testredis.Start(t)
 	for name, s := range map[string]*Store{"rueidis": openStore(t, srv.Addr), "go-redis": openGoRedisStore(t, srv.Addr)} {
