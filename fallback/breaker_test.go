@@ -355,8 +355,8 @@ func TestResetDuringOutage(t *testing.T) {
 	})
 }
 
-// A primary with a deny cache inside it (redisstore's default) answers
-// some checks without its backend. Such answers are passed on, but say
+// A primary with a deny cache inside it (the recommended stack puts
+// denycache under fallback) answers some checks without its backend. Such answers are passed on, but say
 // nothing about the backend's health: they neither close a half-open
 // breaker nor count toward tripping it.
 func TestBreakerIgnoresLocalAnswers(t *testing.T) {

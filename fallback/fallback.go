@@ -15,61 +15,35 @@
 //	}
 //	lim, err := ratewarden.New(st)
 //
-// # Policies
-//
 // FailOpen allows, FailClosed denies with a RetryAfter, LocalFallback
 // decides on an in-process store holding this replica's share of each limit
-// (Rate/replicas per Period, rounded down, at least 1). Every Result a
-// policy makes says so in its Source (Result.Degraded reports true), and
-// the check returns a nil error: an outage is an answer, not a failure.
-// WithPolicyFunc picks a policy per limit.
+// (Rate/replicas per Period, rounded down, at least 1), so that the
+// replicas together admit at most the limit during an outage. A policy's
+// Result names it in its Source (Result.Degraded reports true) and comes
+// with a nil error: an outage is an answer, not a failure.
 //
-// During an outage LocalFallback's replicas together admit at most
-// replicas × share ≤ the limit per window (more only when Rate < replicas,
-// as every share is at least 1), counted from the start of the outage: what
-// Redis admitted earlier in the window is not known locally. FailOpen
-// admits everything, FailClosed nothing.
+// Each call to the primary runs under WithTimeout (default 50ms; an
+// earlier deadline of the caller wins). The breaker
+// (github.com/sony/gobreaker/v2) opens after WithTripAfter consecutive
+// failures or a WithTripRatio share of them, calls nothing while open, and
+// lets a probe through after WithProbeInterval: decisions come from the
+// primary again within 2 × the probe interval + the timeout of its
+// recovery. Every state change is logged (WithLogger) and reported
+// (WithOnStateChange); State backs readiness checks.
 //
-// # Latency
+// A failure is an error wrapping ratewarden.ErrStoreUnavailable or no
+// ratewarden sentinel at all. The primary's bad-input errors and the end of
+// the caller's context are returned as errors and never count; answers the
+// primary gives without its backend (Source cache or lease) count neither
+// way. Reset is no decision: during an outage it returns an error wrapping
+// ratewarden.ErrStoreUnavailable.
 //
-// Each call to the primary runs under context.WithTimeout(ctx, timeout)
-// (WithTimeout, default 50ms), so a check returns within the timeout plus
-// the time the primary takes to notice its context — the primary must
-// honour it, as every ratewarden.Store must. While the breaker is open the
-// primary is not called at all and a check costs a local decision
-// (microseconds).
-//
-// # Breaker and recovery
-//
-// The breaker (github.com/sony/gobreaker/v2) opens after WithTripAfter
-// consecutive failures, or when WithTripRatio of the calls in the rolling
-// WithWindow failed. After WithProbeInterval it lets WithHalfOpenProbes
-// calls through; their success closes it, a failure opens it for another
-// interval. So once the primary is healthy again, decisions come from it
-// within 2 × the probe interval + the timeout (one interval can be spent on
-// a probe that raced the recovery), with no restart. Every state change is
-// logged (WithLogger) and reported (WithOnStateChange); State tells
-// readiness checks where the breaker stands.
-//
-// A failure is an error wrapping ratewarden.ErrStoreUnavailable, or any
-// error that wraps no ratewarden sentinel. These never count and never
-// trigger the policy:
-//   - bad input (ratewarden.ErrInvalidLimit, ErrInvalidKey, ErrInvalidCost,
-//     ErrInvalidConfig): the ratewarden.Limiter rejects it before this Store
-//     sees it (Store assumes valid input, as every ratewarden.Store may),
-//     and a primary's own bad-input verdict is passed through unchanged;
-//   - the caller's own context ending: the check returns an error wrapping
-//     both ratewarden.ErrStoreUnavailable and the context's error, as
-//     nobody waits for the answer any more.
-//
-// Answers the primary gives without its backend — a denial from its deny
-// cache, an admission from a lease (Source cache or lease) — are returned
-// as they are and count neither way: they say nothing about the backend's
-// health, so they can neither close nor trip the breaker.
-//
-// Reset is not a decision, so no policy answers for it: during an outage it
-// returns an error wrapping ratewarden.ErrStoreUnavailable (ErrOpen when the
-// breaker is open). It resets the local shares either way.
+// NewPartitioned keeps one breaker per part of the key space (a Redis
+// Cluster's slot groups). Like every ratewarden.Store these assume valid
+// input, which the ratewarden.Limiter in front of them ensures; package
+// stack assembles the recommended stack with this package on top.
+// docs/failure.md has the rest: the local share's accuracy, the latency and
+// recovery bounds, and runs against a real Redis killed, black-holed, slowed.
 package fallback
 
 import (
