@@ -148,22 +148,14 @@ func New(opts ...Option) (*Store, error) {
 
 var errClosed = fmt.Errorf("memstore: store is closed: %w", ratewarden.ErrStoreUnavailable)
 
-// Check implements ratewarden.Store. It validates req itself (as
-// ratewarden.ValidateRequest does) so that a direct caller gets an error,
-// never a panic; res must have len(req.Limits) elements. ctx is not
-// consulted: Check never waits for anything but a shard's lock.
+// Check implements ratewarden.Store. req must be valid and res must have
+// len(req.Limits) elements, as a ratewarden.Limiter guarantees (see
+// ratewarden.Request); Check does not validate them again, and a caller
+// that builds Requests itself checks them with ratewarden.ValidateRequest.
+// ctx is not consulted: Check never waits for anything but a shard's lock.
 func (s *Store) Check(_ context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
 	if s.closed.Load() {
 		return errClosed
-	}
-	if req == nil {
-		return fmt.Errorf("memstore: nil request: %w", ratewarden.ErrInvalidConfig)
-	}
-	if err := ratewarden.ValidateRequest(req); err != nil {
-		return fmt.Errorf("memstore: %w", err)
-	}
-	if len(res) != len(req.Limits) {
-		return fmt.Errorf("memstore: %d results for %d limits: %w", len(res), len(req.Limits), ratewarden.ErrInvalidConfig)
 	}
 	now := s.now().UnixMicro()
 	sh := s.shard(req.Key)
@@ -190,6 +182,7 @@ func (s *Store) Check(_ context.Context, req *ratewarden.Request, res []rateward
 }
 
 // Reset implements ratewarden.Store: it deletes key's states under limits.
+// Like Check it relies on the Limiter's validation of key and limits.
 func (s *Store) Reset(_ context.Context, key string, limits ...ratewarden.Limit) error {
 	if s.closed.Load() {
 		return errClosed

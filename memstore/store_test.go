@@ -215,32 +215,30 @@ func TestClose(t *testing.T) {
 	}
 }
 
-// TestCheckValidates calls the Store directly, as a decorator might: bad
-// input is an error, never a panic.
-func TestCheckValidates(t *testing.T) {
-	s, _ := newStore(t)
+// TestBadInputChangesNothing: the Limiter validates every request before
+// the Store sees it (Check relies on that and does not validate again), so
+// bad input is an error and stores no state.
+func TestBadInputChangesNothing(t *testing.T) {
+	s, l := newStore(t)
 	good := ratewarden.PerSecond(2)
 	tests := []struct {
-		name string
-		req  *ratewarden.Request
-		nres int
-		want error
-		msg  string
+		name   string
+		key    string
+		limits []ratewarden.Limit
+		cost   int64
+		want   error
 	}{
-		{"nil request", nil, 1, ratewarden.ErrInvalidConfig, "memstore: nil request"},
-		{"empty key", &ratewarden.Request{Limits: []ratewarden.Limit{good}, Cost: 1}, 1, ratewarden.ErrInvalidKey, "key must not be empty"},
-		{"no limits", &ratewarden.Request{Key: "k", Cost: 1}, 0, ratewarden.ErrInvalidLimit, "no limits"},
-		{"zero period", &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{{Rate: 1}}, Cost: 1}, 1, ratewarden.ErrInvalidLimit, "period must be > 0"},
-		{"negative cost", &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{good}, Cost: -1}, 1, ratewarden.ErrInvalidCost, "cost must be >= 0"},
-		{"cost over capacity", &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{good}, Cost: 3}, 1, ratewarden.ErrInvalidCost, "exceeds the capacity"},
-		{"same scope twice", &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{good, ratewarden.PerSecond(5)}, Cost: 1}, 2, ratewarden.ErrInvalidLimit, "share the scope"},
-		{"short results", &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{good, ratewarden.PerMinute(5)}, Cost: 1}, 1, ratewarden.ErrInvalidConfig, "memstore: 1 results for 2 limits"},
+		{"empty key", "", []ratewarden.Limit{good}, 1, ratewarden.ErrInvalidKey},
+		{"no limits", "k", nil, 1, ratewarden.ErrInvalidLimit},
+		{"zero period", "k", []ratewarden.Limit{{Rate: 1}}, 1, ratewarden.ErrInvalidLimit},
+		{"negative cost", "k", []ratewarden.Limit{good}, -1, ratewarden.ErrInvalidCost},
+		{"cost over capacity", "k", []ratewarden.Limit{good}, 3, ratewarden.ErrInvalidCost},
+		{"same scope twice", "k", []ratewarden.Limit{good, ratewarden.PerSecond(5)}, 1, ratewarden.ErrInvalidLimit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := s.Check(ctx, tc.req, make([]ratewarden.Result, tc.nres))
-			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) || !strings.HasPrefix(err.Error(), "memstore: ") {
-				t.Fatalf("Check: %v, want %v mentioning %q", err, tc.want, tc.msg)
+			if _, err := l.AllowAll(ctx, tc.key, tc.cost, tc.limits...); !errors.Is(err, tc.want) {
+				t.Fatalf("AllowAll: %v, want %v", err, tc.want)
 			}
 		})
 	}
