@@ -1,34 +1,24 @@
 package testredis
 
 import (
-	"errors"
+	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
-	"time"
+
+	"github.com/ratewarden/ratewarden/internal/redisproc"
 )
 
 // MasterSet is the name the sentinels of StartSentinel monitor.
-const MasterSet = "mymaster"
+const MasterSet = redisproc.MasterSet
 
 // SentinelDownAfter is the down-after-milliseconds of StartSentinel's
 // sentinels: a primary silent for this long is subjectively down.
-const SentinelDownAfter = 1000 * time.Millisecond
+const SentinelDownAfter = redisproc.SentinelDownAfter
 
 // Sentinel is a real Sentinel deployment on 127.0.0.1: one primary, one
-// replica and three sentinels (quorum 2) monitoring MasterSet.
-type Sentinel struct {
-	// Data are the two data nodes; Data[0] started as the primary.
-	Data []*Server
-	// Sentinels are the three sentinel processes.
-	Sentinels []*Server
-
-	dir string
-}
+// replica and three sentinels (quorum 2) monitoring MasterSet (see
+// redisproc.Sentinel).
+type Sentinel = redisproc.Sentinel
 
 // StartSentinel starts the deployment, waits until every sentinel knows
 // the primary, the replica and the other two sentinels and the replica is
@@ -38,7 +28,7 @@ func StartSentinel(tb testing.TB) *Sentinel {
 	tb.Helper()
 	s, err := NewSentinel()
 	if err != nil {
-		tb.Fatalf("testredis: %v", err)
+		tb.Fatalf("%v", err)
 	}
 	tb.Cleanup(s.Close)
 	return s
@@ -46,292 +36,10 @@ func StartSentinel(tb testing.TB) *Sentinel {
 
 // NewSentinel is StartSentinel for callers without a testing.TB. The
 // caller must call Close.
-func NewSentinel() (d *Sentinel, err error) {
-	bin, err := exec.LookPath("redis-server")
+func NewSentinel() (*Sentinel, error) {
+	d, err := redisproc.NewSentinel(context.Background())
 	if err != nil {
-		return nil, fmt.Errorf("redis-server not found on PATH (install it: apt-get install redis-server; .ci/run does): %w", err)
-	}
-	dir, err := os.MkdirTemp("", "testredis-sentinel-")
-	if err != nil {
-		return nil, err
-	}
-	d = &Sentinel{dir: dir}
-	defer func() {
-		if err != nil {
-			d.Close()
-			d = nil
-		}
-	}()
-	primary, err := startWith(bin, filepath.Join(dir, "data0"), func(port int, dir string) []string {
-		return serverArgs(port, dir)
-	})
-	if err != nil {
-		return nil, err
-	}
-	d.Data = append(d.Data, primary)
-	replica, err := startWith(bin, filepath.Join(dir, "data1"), func(port int, dir string) []string {
-		return append(serverArgs(port, dir), "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
-	})
-	if err != nil {
-		return nil, err
-	}
-	d.Data = append(d.Data, replica)
-	for i := range 3 {
-		s, err := startWith(bin, filepath.Join(dir, "sentinel"+strconv.Itoa(i)), func(port int, dir string) []string {
-			conf := filepath.Join(dir, "sentinel.conf")
-			text := fmt.Sprintf(`port %d
-bind 127.0.0.1
-protected-mode no
-daemonize no
-dir %s
-logfile %s
-sentinel monitor %s 127.0.0.1 %d 2
-sentinel down-after-milliseconds %s %d
-sentinel failover-timeout %s 5000
-sentinel parallel-syncs %s 1
-`, port, dir, filepath.Join(dir, "redis.log"), MasterSet, primary.Port, MasterSet, SentinelDownAfter.Milliseconds(), MasterSet, MasterSet)
-			// Sentinel rewrites its config file, so it must be writable;
-			// a failed write shows up as the process not starting.
-			_ = os.WriteFile(conf, []byte(text), 0o644)
-			return []string{conf, "--sentinel"}
-		})
-		if err != nil {
-			return nil, err
-		}
-		d.Sentinels = append(d.Sentinels, s)
-	}
-	if err := d.WaitReady(2 * startCap); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("testredis: %w", err)
 	}
 	return d, nil
-}
-
-// startWith starts a redis-server in dir with the command line args gives
-// for a free port, trying other ports when one was taken meanwhile.
-func startWith(bin, dir string, args func(port int, dir string) []string) (*Server, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	var lastErr error
-	for range 5 {
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, dir: dir}
-		s.args = args(port, dir)
-		if lastErr = s.start(bin); lastErr == nil {
-			return s, nil
-		}
-	}
-	return nil, lastErr
-}
-
-// Close kills every process and removes the deployment's files. It is
-// safe to call more than once.
-func (d *Sentinel) Close() {
-	for _, s := range d.Sentinels {
-		s.Kill()
-	}
-	for _, s := range d.Data {
-		s.Kill()
-	}
-	if d.dir != "" {
-		_ = os.RemoveAll(d.dir)
-		d.dir = ""
-	}
-}
-
-// SentinelAddrs returns the sentinels' addresses (a client's
-// InitAddress).
-func (d *Sentinel) SentinelAddrs() []string {
-	out := make([]string, len(d.Sentinels))
-	for i, s := range d.Sentinels {
-		out[i] = s.Addr
-	}
-	return out
-}
-
-// Primary returns the data node the sentinels name as the primary now
-// (SENTINEL GET-MASTER-ADDR-BY-NAME on the first running sentinel that
-// answers).
-func (d *Sentinel) Primary() (*Server, error) {
-	var lastErr error = errors.New("no sentinel is running")
-	for _, s := range d.Sentinels {
-		if !s.Running() {
-			continue
-		}
-		r, err := s.Do("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MasterSet)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		host, port, _ := strings.Cut(r, "\n")
-		addr := host + ":" + port
-		for _, n := range d.Data {
-			if n.Addr == addr {
-				return n, nil
-			}
-		}
-		return nil, fmt.Errorf("sentinel %s names %q, not a data node", s.Addr, addr)
-	}
-	return nil, lastErr
-}
-
-// WaitReady waits until every running sentinel names the same running
-// primary, knows one replica and the other running sentinels, and that
-// primary has a replica in sync.
-func (d *Sentinel) WaitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := d.ready()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("sentinel deployment not ready after %v: %w", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (d *Sentinel) ready() error {
-	running := 0
-	for _, s := range d.Sentinels {
-		if s.Running() {
-			running++
-		}
-	}
-	var primary string
-	for _, s := range d.Sentinels {
-		if !s.Running() {
-			continue
-		}
-		r, err := s.Do("SENTINEL", "MASTER", MasterSet)
-		if err != nil {
-			return fmt.Errorf("sentinel %s: %w", s.Addr, err)
-		}
-		f := fields(r)
-		addr := f["ip"] + ":" + f["port"]
-		switch {
-		case primary == "":
-			primary = addr
-		case addr != primary:
-			return fmt.Errorf("sentinels disagree on the primary: %s vs %s", primary, addr)
-		}
-		if strings.Contains(f["flags"], "down") {
-			return fmt.Errorf("sentinel %s: primary %s flagged %s", s.Addr, addr, f["flags"])
-		}
-		if f["num-slaves"] != "1" || f["num-other-sentinels"] != strconv.Itoa(running-1) {
-			return fmt.Errorf("sentinel %s: %s replicas, %s other sentinels", s.Addr, f["num-slaves"], f["num-other-sentinels"])
-		}
-	}
-	var p *Server
-	for _, n := range d.Data {
-		if n.Addr == primary {
-			p = n
-		}
-	}
-	if p == nil || !p.Running() {
-		return fmt.Errorf("the named primary %q is not a running data node", primary)
-	}
-	repl, err := p.Do("INFO", "replication")
-	if err != nil {
-		return err
-	}
-	if !strings.Contains(repl, "role:master") || !strings.Contains(repl, "connected_slaves:1") || !strings.Contains(repl, "state=online") {
-		return fmt.Errorf("primary %s: replica not online: %s", p.Addr, firstLines(repl, 4))
-	}
-	return nil
-}
-
-// fields turns a flat name/value reply ("name\nvalue\n...") into a map.
-func fields(r string) map[string]string {
-	parts := strings.Split(r, "\n")
-	m := make(map[string]string, len(parts)/2)
-	for i := 0; i+1 < len(parts); i += 2 {
-		m[parts[i]] = parts[i+1]
-	}
-	return m
-}
-
-// Failover asks the sentinels for a failover (SENTINEL FAILOVER) and waits
-// until every running sentinel names the other data node as the primary
-// and that node accepts writes. It does not wait for the old primary to
-// become a replica: sentinels reconfigure it about 10 s later (WaitReady
-// waits for that).
-func (d *Sentinel) Failover(timeout time.Duration) (*Server, error) {
-	old, err := d.Primary()
-	if err != nil {
-		return nil, err
-	}
-	if _, err := d.Sentinels[0].Do("SENTINEL", "FAILOVER", MasterSet); err != nil {
-		return nil, fmt.Errorf("SENTINEL FAILOVER: %w", err)
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		p, err := d.promoted(old)
-		if err == nil {
-			return p, nil
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("no failover within %v: %w", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// promoted returns the primary every running sentinel names, when it is
-// not old and says role:master.
-func (d *Sentinel) promoted(old *Server) (*Server, error) {
-	var p *Server
-	for _, s := range d.Sentinels {
-		if !s.Running() {
-			continue
-		}
-		r, err := s.Do("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MasterSet)
-		if err != nil {
-			return nil, err
-		}
-		host, port, _ := strings.Cut(r, "\n")
-		if p != nil && p.Addr != host+":"+port {
-			return nil, fmt.Errorf("sentinels disagree: %s vs %s:%s", p.Addr, host, port)
-		}
-		for _, n := range d.Data {
-			if n.Addr == host+":"+port {
-				p = n
-			}
-		}
-		if p == nil {
-			return nil, fmt.Errorf("sentinel %s names %s:%s, not a data node", s.Addr, host, port)
-		}
-	}
-	if p == nil || p == old {
-		return nil, fmt.Errorf("the primary is still %v", old.Addr)
-	}
-	repl, err := p.Do("INFO", "replication")
-	if err != nil {
-		return nil, err
-	}
-	if !strings.Contains(repl, "role:master") {
-		return nil, fmt.Errorf("%s named primary but not role:master yet", p.Addr)
-	}
-	return p, nil
-}
-
-// WaitPromoted waits until every running sentinel names a data node other
-// than old as the primary, and that node says role:master — after old was
-// killed, say. It returns the new primary.
-func (d *Sentinel) WaitPromoted(old *Server, timeout time.Duration) (*Server, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		p, err := d.promoted(old)
-		if err == nil {
-			return p, nil
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("no promotion within %v: %w", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -1,0 +1,76 @@
+package redisproc
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// WaitReplicated waits until s's first replica has acknowledged
+// everything s wrote: the offset in INFO replication's slave0 line reaches
+// master_repl_offset. (WAIT would not do: Do opens a connection per command,
+// and WAIT only covers writes made on its own connection.)
+func (s *Server) WaitReplicated(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var info string
+	for time.Now().Before(deadline) {
+		var err error
+		if info, err = s.Do("INFO", "replication"); err != nil {
+			return err
+		}
+		var master, replica string
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
+				master = v
+			}
+			if v, ok := strings.CutPrefix(line, "slave0:"); ok {
+				for _, kv := range strings.Split(v, ",") {
+					if o, ok := strings.CutPrefix(kv, "offset="); ok {
+						replica = o
+					}
+				}
+			}
+		}
+		if master != "" && master != "0" && master == replica {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("redisproc: the write did not reach %s's replica within %v:\n%s", s.Addr, timeout, info)
+}
+
+// CommandCalls returns how many times the server has run each command
+// since it started (or since CONFIG RESETSTAT), from INFO commandstats,
+// keyed by lower-case command name ("evalsha", "get", ...). Commands run
+// inside scripts count too.
+func (s *Server) CommandCalls() (map[string]int64, error) {
+	info, err := s.Do("INFO", "commandstats")
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "calls="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("redisproc: commandstats %q: %w", line, err)
+				}
+				m[strings.TrimPrefix(name, "cmdstat_")] = n
+			}
+		}
+	}
+	return m, nil
+}
+
+// ScriptCalls returns how many EVALSHA and EVAL calls the server has run.
+func (s *Server) ScriptCalls() (int64, error) {
+	m, err := s.CommandCalls()
+	return m["evalsha"] + m["eval"], err
+}
