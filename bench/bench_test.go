@@ -33,7 +33,7 @@ func orphanHelper() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Printf("%s %d\n", r.Addr, r.cmd.Process.Pid)
+	fmt.Printf("%s %d\n", r.Addr, r.srv.PID())
 	os.Exit(0) // no r.Stop(): the server must go with this process
 }
 

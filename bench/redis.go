@@ -8,111 +8,55 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/ratewarden/ratewarden/internal/redisproc"
 )
 
 // Redis is a private redis-server on a free loopback port, without
-// persistence.
+// persistence (started by internal/redisproc, the launcher the tests and
+// the demo use too). It dies with this process, also when it is killed
+// before Stop (a parent-death signal on Linux).
 type Redis struct {
 	Addr  string
-	cmd   *exec.Cmd
-	dir   string
+	srv   *redisproc.Server
 	admin rueidis.Client
 }
 
 // StartRedis starts redis-server (found on PATH) and waits until it answers.
 func StartRedis() (*Redis, error) {
-	bin, err := exec.LookPath("redis-server")
+	srv, err := redisproc.Start(context.Background(), redisproc.WithArgs("--loglevel", "warning"))
 	if err != nil {
-		return nil, fmt.Errorf("bench: redis-server not found on PATH: %w", err)
+		return nil, fmt.Errorf("bench: %w", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	dir, err := os.MkdirTemp("", "ratewarden-bench-")
-	if err != nil {
-		return nil, err
-	}
-	r := &Redis{Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir}
-	r.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--daemonize", "no",
-		"--dir", dir, "--logfile", "", "--loglevel", "warning")
-	dieWithParent(r.cmd)
-	if err := r.cmd.Start(); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
-	// Generous: a busy machine can be slow to start a process.
-	const startCap = 30 * time.Second
-	deadline := time.Now().Add(startCap)
-	for {
-		err := ping(r.Addr)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			r.Stop()
-			return nil, fmt.Errorf("bench: redis-server on %s did not answer PING within %v: %w", r.Addr, startCap, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	r := &Redis{Addr: srv.Addr, srv: srv}
 	r.admin, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{r.Addr}, DisableCache: true})
 	if err != nil {
 		r.Stop()
-		return nil, err
+		return nil, fmt.Errorf("bench: admin client: %w", err)
 	}
 	return r, nil
 }
 
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return errors.New("unexpected reply " + line)
-	}
-	return nil
-}
-
-// Stop kills the server and removes its directory.
+// Stop kills the server.
 func (r *Redis) Stop() {
 	if r.admin != nil {
 		r.admin.Close()
 	}
-	if r.cmd.Process != nil {
-		_ = r.cmd.Process.Kill()
-		_ = r.cmd.Wait()
-	}
-	_ = os.RemoveAll(r.dir)
+	r.srv.Stop()
 }
 
 // FlushAll drops every key (scripts stay loaded).
 func (r *Redis) FlushAll(ctx context.Context) error {
-	return r.admin.Do(ctx, r.admin.B().Flushall().Sync().Build()).Error()
+	if err := r.admin.Do(ctx, r.admin.B().Flushall().Sync().Build()).Error(); err != nil {
+		return fmt.Errorf("bench: FLUSHALL: %w", err)
+	}
+	return nil
 }
 
 // Stats is what one cell reads from INFO before and after it runs.
@@ -126,7 +70,7 @@ func (r *Redis) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
 	info, err := r.admin.Do(ctx, r.admin.B().Info().Section("cpu", "stats").Build()).ToString()
 	if err != nil {
-		return s, err
+		return s, fmt.Errorf("bench: INFO: %w", err)
 	}
 	for _, line := range strings.Split(info, "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
@@ -137,13 +81,13 @@ func (r *Redis) Stats(ctx context.Context) (Stats, error) {
 		case "used_cpu_sys", "used_cpu_user":
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				return s, fmt.Errorf("INFO %s: %w", k, err)
+				return s, fmt.Errorf("bench: INFO %s: %w", k, err)
 			}
 			s.CPU += f
 		case "total_commands_processed":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				return s, fmt.Errorf("INFO %s: %w", k, err)
+				return s, fmt.Errorf("bench: INFO %s: %w", k, err)
 			}
 			s.Calls = n
 		}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/redisproc"
 )
 
 // TestRedisDiesWithItsParent: when the process that started redis-server
@@ -41,7 +43,7 @@ func TestRedisDiesWithItsParent(t *testing.T) {
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	const dieCap = 30 * time.Second
 	deadline := time.Now().Add(dieCap)
-	for ping(addr) == nil {
+	for redisproc.Ping(addr) == nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("redis-server (pid %d, %s) still answered %v after the process that started it exited", pid, addr, dieCap)
 		}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratewarden/ratewarden"
 )
 
 // Workload is one traffic shape.
@@ -68,10 +70,10 @@ type Bound struct {
 // decided fails, saying how many were.
 func RunCell(ctx context.Context, r *Redis, con Contender, w Workload, callers int, b Bound, keys []string) (*Cell, error) {
 	if callers < 1 {
-		return nil, fmt.Errorf("bench: callers must be at least 1, got %d", callers)
+		return nil, fmt.Errorf("bench: callers must be at least 1, got %d: %w", callers, ratewarden.ErrInvalidConfig)
 	}
 	if b.Requests <= 0 && b.Duration <= 0 {
-		return nil, fmt.Errorf("bench: a cell needs a positive duration or request count")
+		return nil, fmt.Errorf("bench: a cell needs a positive duration or request count: %w", ratewarden.ErrInvalidConfig)
 	}
 	if err := r.FlushAll(ctx); err != nil {
 		return nil, err
@@ -110,7 +112,7 @@ func RunCell(ctx context.Context, r *Redis, con Contender, w Workload, callers i
 		c.add(&parts[i])
 	}
 	if b.Requests > 0 && (c.Decisions < b.Requests || ctx.Err() != nil) {
-		return nil, fmt.Errorf("%s, %s, %d callers: %d of %d requests decided (%d admitted, %d errors) in %v, when the context ended: %w",
+		return nil, fmt.Errorf("bench: %s, %s, %d callers: %d of %d requests decided (%d admitted, %d errors) in %v, when the context ended: %w",
 			w.Name, con.Name, callers, c.Decisions, b.Requests, c.Admitted, c.Errors, c.Elapsed.Round(time.Millisecond), context.Cause(ctx))
 	}
 	after, err := r.Stats(ctx)
@@ -131,11 +133,11 @@ func openInstances(ctx context.Context, r *Redis, con Contender, w Workload, cal
 	for i := range n {
 		in, err := con.Open(r.Addr, (callers+n-1)/n, w.Limit)
 		if err != nil {
-			return insts, fmt.Errorf("%s: open: %w", con.Name, err)
+			return insts, fmt.Errorf("bench: %s: open: %w", con.Name, err)
 		}
 		insts = append(insts, in)
 		if _, err := in.Allow(ctx, "warm-up:"+strconv.Itoa(i)); err != nil {
-			return insts, fmt.Errorf("%s: warm-up: %w", con.Name, err)
+			return insts, fmt.Errorf("bench: %s: warm-up: %w", con.Name, err)
 		}
 	}
 	return insts, nil
@@ -255,7 +257,7 @@ func Run(ctx context.Context, r *Redis, cfg Config) (*Summary, error) {
 						return nil, err
 					}
 					if c.Errors > 0 && cfg.FailOnError {
-						return nil, fmt.Errorf("%s, %s, %d callers: %d errors, first: %w", w.Name, con.Name, callers, c.Errors, c.FirstErr)
+						return nil, fmt.Errorf("bench: %s, %s, %d callers: %d errors, first: %w", w.Name, con.Name, callers, c.Errors, c.FirstErr)
 					}
 					if cfg.Progress != nil {
 						fmt.Fprintf(cfg.Progress, "rep %d  %-22s %-40s C=%-4d %9.0f/s\n", rep+1, w.Name, con.Name, callers, c.PerSec())
