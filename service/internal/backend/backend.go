@@ -1,6 +1,7 @@
 // Package backend builds the stores the service decides on: the in-memory
-// store for a single node, or Redis (standalone, Sentinel or Cluster URL)
-// behind one fallback decorator per failure policy.
+// store for a single node, or the library's Redis stack (package stack;
+// standalone, Sentinel or Cluster URL) with one failure-policy front per
+// failure policy over one script store and one deny cache.
 package backend
 
 import (
@@ -8,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -18,6 +18,7 @@ import (
 	"github.com/ratewarden/ratewarden/memstore"
 	"github.com/ratewarden/ratewarden/redisstore"
 	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/stack"
 )
 
 // Memory is a single-node backend: one in-process store for every limit.
@@ -45,29 +46,16 @@ func (m *Memory) Breakers() map[config.FailurePolicy]int { return nil }
 // Close releases the store.
 func (m *Memory) Close() error { return m.st.Close() }
 
-// Redis is a distributed backend: a rueidis client, a redisstore, and per
-// failure policy a fallback store (deadline, circuit breaker, policy) built
-// on first use.
+// Redis is a distributed backend: a rueidis client and the Redis stack on
+// it, with one front (deadline, circuit breakers, failure policy) per
+// failure policy, all over one script store and one deny cache. On Redis
+// Cluster each front keeps a breaker per group of slots, so that a failed
+// primary degrades only the keys it holds.
 type Redis struct {
-	client  rueidis.Client
-	primary ratewarden.Store
-	opts    redisOptions
-
-	mu     sync.Mutex
-	stores map[config.FailurePolicy]breakerStore
+	client rueidis.Client
+	stack  *stack.Stack
+	fronts map[config.FailurePolicy]*stack.Front // all built by NewRedis
 }
-
-// breakerStore is a fallback store: one breaker (fallback.Store) or, on
-// Redis Cluster, one per group of slots (fallback.Partitioned), so that a
-// failed primary degrades only the keys it holds.
-type breakerStore interface {
-	ratewarden.Store
-	State() fallback.State
-}
-
-// slotGroups is the number of breakers on Redis Cluster: groups of 1024
-// slots, fine enough that most groups lie on one primary.
-const slotGroups = 16
 
 type redisOptions struct {
 	timeout  time.Duration
@@ -104,13 +92,13 @@ func WithLogger(l *slog.Logger) Option { return func(o *redisOptions) { o.logger
 //
 // An unknown parameter or a malformed value is an error naming it.
 // It fails when an option is invalid (before connecting) or when Redis
-// cannot be reached now. The store of every failure policy is built here,
+// cannot be reached now. The front of every failure policy is built here,
 // so Store never fails later.
 func NewRedis(url string, opts ...Option) (*Redis, error) {
 	o := redisOptions{timeout: fallback.DefaultTimeout, replicas: 1, probe: fallback.DefaultProbeInterval, logger: slog.Default()}
 	for _, f := range opts {
 		if f == nil {
-			return nil, fmt.Errorf("%w: redis backend: nil Option", ratewarden.ErrInvalidConfig)
+			return nil, fmt.Errorf("backend: redis: nil Option: %w", ratewarden.ErrInvalidConfig)
 		}
 		f(&o)
 	}
@@ -119,23 +107,42 @@ func NewRedis(url string, opts ...Option) (*Redis, error) {
 	}
 	copt, err := redisstore.ParseURL(url) // its errors never hold the password
 	if err != nil {
-		return nil, fmt.Errorf("redis backend: %s: %w", redisstore.RedactURL(url), err)
+		return nil, fmt.Errorf("backend: redis %s: %w", redisstore.RedactURL(url), err)
 	}
 	client, err := rueidis.NewClient(copt)
 	if err != nil {
-		return nil, fmt.Errorf("%w: redis %s: %v", ratewarden.ErrStoreUnavailable, redisstore.RedactURL(url), err)
+		return nil, fmt.Errorf("backend: redis %s: %w: %v", redisstore.RedactURL(url), ratewarden.ErrStoreUnavailable, err)
 	}
-	primary, err := newRedisStore(client)
+	r, err := newRedis(client, o)
 	if err != nil {
 		client.Close()
 		return nil, err
 	}
-	r := &Redis{client: client, primary: primary, opts: o, stores: map[config.FailurePolicy]breakerStore{}}
+	return r, nil
+}
+
+// newRedis builds the stack on client and a front per failure policy.
+func newRedis(client rueidis.Client, o redisOptions) (*Redis, error) {
+	st, err := stack.New(client, stack.WithFallback(
+		fallback.WithTimeout(o.timeout),
+		fallback.WithReplicas(o.replicas),
+		fallback.WithProbeInterval(o.probe),
+		fallback.WithLogger(o.logger),
+	))
+	if err != nil {
+		return nil, fmt.Errorf("backend: redis stack: %w", err)
+	}
+	r := &Redis{client: client, stack: st, fronts: make(map[config.FailurePolicy]*stack.Front, len(config.FailurePolicies))}
 	for _, fp := range config.FailurePolicies {
-		if _, err := r.store(fp); err != nil {
-			client.Close()
-			return nil, fmt.Errorf("redis backend: %s store: %w", fp, err)
+		p, err := fallback.ParsePolicy(string(fp))
+		if err != nil {
+			return nil, fmt.Errorf("backend: redis %s front: %w", fp, err)
 		}
+		f, err := st.NewFront(fallback.WithPolicy(p), fallback.WithName("redis/"+string(fp)))
+		if err != nil {
+			return nil, fmt.Errorf("backend: redis %s front: %w", fp, err)
+		}
+		r.fronts[fp] = f
 	}
 	return r, nil
 }
@@ -154,54 +161,33 @@ func (o *redisOptions) validate() error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("%w: redis backend: %s", ratewarden.ErrInvalidConfig, msg)
+	return fmt.Errorf("backend: redis: %s: %w", msg, ratewarden.ErrInvalidConfig)
 }
 
-// Store returns the fallback store for fp, building it on first use.
+// Store returns the front for fp.
 func (r *Redis) Store(fp config.FailurePolicy) (ratewarden.Store, error) {
-	return r.store(fp)
-}
-
-func (r *Redis) store(fp config.FailurePolicy) (breakerStore, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if st := r.stores[fp]; st != nil {
-		return st, nil
-	}
-	p, err := fallback.ParsePolicy(string(fp))
+	f, err := r.front(fp)
 	if err != nil {
 		return nil, err
 	}
-	opts := []fallback.Option{
-		fallback.WithPolicy(p),
-		fallback.WithTimeout(r.opts.timeout),
-		fallback.WithReplicas(r.opts.replicas),
-		fallback.WithProbeInterval(r.opts.probe),
-		fallback.WithName("redis/" + string(fp)),
-		fallback.WithLogger(r.opts.logger),
-	}
-	var st breakerStore
-	if r.client.Mode() == rueidis.ClientModeCluster {
-		st, err = fallback.NewPartitioned(r.primary, slotGroups,
-			func(key string) int { return redisstore.Slot(key) / (16384 / slotGroups) }, opts...)
-	} else {
-		st, err = fallback.New(r.primary, opts...)
-	}
-	if err != nil {
-		return nil, err
-	}
-	r.stores[fp] = st
-	return st, nil
+	return f, nil
 }
 
-// Ready reports an error while fp's breaker is open or Redis does not
-// answer PING.
+func (r *Redis) front(fp config.FailurePolicy) (*stack.Front, error) {
+	if f := r.fronts[fp]; f != nil {
+		return f, nil
+	}
+	return nil, fmt.Errorf("backend: redis: unknown failure policy %q: %w", fp, ratewarden.ErrInvalidConfig)
+}
+
+// Ready reports an error while fp's breaker (any of them, on Cluster) is
+// open or Redis does not answer PING.
 func (r *Redis) Ready(ctx context.Context, fp config.FailurePolicy) error {
-	st, err := r.store(fp)
+	f, err := r.front(fp)
 	if err != nil {
 		return err
 	}
-	if st.State() == fallback.StateOpen {
+	if f.State() == fallback.StateOpen {
 		return errors.New("circuit breaker open: Redis is failing, decisions are degraded")
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -212,13 +198,12 @@ func (r *Redis) Ready(ctx context.Context, fp config.FailurePolicy) error {
 	return nil
 }
 
-// Breakers reports the breaker state of every fallback store built.
+// Breakers reports the breaker state of every failure policy's front (the
+// worst of its breakers, on Cluster).
 func (r *Redis) Breakers() map[config.FailurePolicy]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make(map[config.FailurePolicy]int, len(r.stores))
-	for fp, st := range r.stores {
-		out[fp] = int(st.State())
+	out := make(map[config.FailurePolicy]int, len(r.fronts))
+	for fp, f := range r.fronts {
+		out[fp] = int(f.State())
 	}
 	return out
 }

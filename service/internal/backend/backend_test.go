@@ -9,10 +9,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratewarden/ratewarden"
-	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/testredis"
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
+	"github.com/ratewarden/ratewarden/stack"
 )
 
 func TestMain(m *testing.M) {
@@ -85,9 +85,9 @@ func TestNewRedisErrorsHidePassword(t *testing.T) {
 	}
 }
 
-// On Redis Cluster each failure policy gets a breaker per group of slots
-// (fallback.Partitioned), so a failed primary degrades only its keys; on a
-// single Redis, one breaker.
+// On Redis Cluster each failure policy's front gets a breaker per group of
+// slots (16), so a failed primary degrades only its keys; on a single
+// Redis, one breaker.
 func TestClusterGetsABreakerPerSlotGroup(t *testing.T) {
 	c := testredis.StartCluster(t)
 	addrs := c.Addrs()
@@ -103,8 +103,8 @@ func TestClusterGetsABreakerPerSlotGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := st.(*fallback.Partitioned); !ok {
-		t.Errorf("cluster store is %T, want *fallback.Partitioned", st)
+	if f, ok := st.(*stack.Front); !ok || len(f.States()) != 16 {
+		t.Errorf("cluster store is %T (%v), want a *stack.Front with 16 breakers", st, st)
 	}
 	lim, _ := ratewarden.New(st)
 	if r, err := lim.Allow(t.Context(), "user:1", ratewarden.PerMinute(10)); err != nil || !r.Allowed || r.Source != ratewarden.SourceStore {
@@ -119,7 +119,43 @@ func TestClusterGetsABreakerPerSlotGroup(t *testing.T) {
 	defer single.Close()
 	if st, err := single.Store(config.FailurePolicy("local_fallback")); err != nil {
 		t.Fatal(err)
-	} else if _, ok := st.(*fallback.Store); !ok {
-		t.Errorf("single-node store is %T, want *fallback.Store", st)
+	} else if f, ok := st.(*stack.Front); !ok || len(f.States()) != 1 {
+		t.Errorf("single-node store is %T (%v), want a *stack.Front with one breaker", st, st)
+	}
+}
+
+// TestFrontsShareOneDenyCache: the fronts of all failure policies sit on
+// one script store and one deny cache, so a denial learned through one is
+// answered locally through another.
+func TestFrontsShareOneDenyCache(t *testing.T) {
+	rs := testredis.Start(t)
+	b, err := backend.NewRedis("redis://"+rs.Addr, backend.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	limiter := func(fp string) *ratewarden.Limiter {
+		st, err := b.Store(config.FailurePolicy(fp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := ratewarden.New(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	open, closed := limiter("fail_open"), limiter("fail_closed")
+	hourly := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Hour}
+	for i, want := range []bool{true, false} {
+		if r, err := open.Allow(t.Context(), "shared", hourly); err != nil || r.Allowed != want || r.Source != ratewarden.SourceStore {
+			t.Fatalf("fail_open check %d: %+v, %v; want Allowed %v from the store", i, r, err, want)
+		}
+	}
+	if r, err := closed.Allow(t.Context(), "shared", hourly); err != nil || r.Allowed || r.Source != ratewarden.SourceCache {
+		t.Errorf("fail_closed after fail_open's denial: %+v, %v; want the deny cache's denial", r, err)
+	}
+	if got := b.Breakers(); len(got) != len(config.FailurePolicies) {
+		t.Errorf("Breakers() = %v, want one per failure policy", got)
 	}
 }

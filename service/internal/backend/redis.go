@@ -1,13 +1,6 @@
 package backend
 
-import (
-	"github.com/redis/rueidis"
-
-	"github.com/ratewarden/ratewarden"
-	"github.com/ratewarden/ratewarden/redisstore"
-)
-
-func newRedisStore(c rueidis.Client) (ratewarden.Store, error) { return redisstore.New(c) }
+import "github.com/ratewarden/ratewarden/redisstore"
 
 // RedactURL hides the password of a Redis URL, for the command's log.
 func RedactURL(s string) string { return redisstore.RedactURL(s) }

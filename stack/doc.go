@@ -1,0 +1,37 @@
+// Package stack assembles the recommended Redis store: the one place that
+// puts ratewarden's stores and decorators together, in this order from the
+// Limiter down:
+//
+//	ratewarden.Limiter      validates every request, once
+//	  failure policy        package fallback: deadline, circuit breaker,
+//	                        FailOpen / FailClosed / LocalFallback
+//	    deny cache          package denycache: exact local cache of denials
+//	      script store      package redisstore: one Lua script per check,
+//	                        micro-batched
+//
+//	st, err := stack.New(client, // a rueidis.Client
+//		stack.WithFallback(fallback.WithPolicy(fallback.LocalFallback), fallback.WithReplicas(4)))
+//	if err != nil {
+//		return err
+//	}
+//	lim, err := ratewarden.New(st)
+//
+// The failure policy is outermost so that it bounds and guards everything
+// below it; the deny cache sits under it so that a cached denial costs no
+// deadline, and because the breaker counts its answers neither way. The
+// deny cache is on by default (WithDenyCache sizes it, 0 turns it off).
+// On a Redis Cluster client the failure policy keeps one circuit breaker
+// per group of hash slots (WithSlotGroups, default 16) through
+// fallback.NewPartitioned and redisstore.Slot, so a failed primary degrades
+// only the keys it holds.
+//
+// A Stack is a ratewarden.Store deciding through its default front, the
+// failure policy WithFallback configures. NewFront adds more fronts over
+// the same script store and deny cache, each with its own policy and
+// breakers: a service that lets every limit choose fail_open, fail_closed
+// or local_fallback makes one front per policy and one Stack.
+//
+// A Stack does not own its Redis client: close the client after the last
+// use of the Stack. docs/architecture.md follows one request through the
+// layers.
+package stack

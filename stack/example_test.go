@@ -1,0 +1,262 @@
+package stack_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
+	"github.com/ratewarden/ratewarden/redisstore"
+	"github.com/ratewarden/ratewarden/stack"
+)
+
+// newClient connects to the example Redis.
+func newClient() rueidis.Client {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}, DisableCache: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return client
+}
+
+// The production setup: one client and one Stack per process, shared by
+// every goroutine. A client over its limit is then answered by the deny
+// cache, without a script call.
+func ExampleNew() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}, DisableCache: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	st, err := stack.New(client, stack.WithFallback(
+		fallback.WithPolicy(fallback.LocalFallback), // while Redis is down: this replica's share
+		fallback.WithReplicas(4),                    // of 4 replicas
+	))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	daily := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 2, Period: 24 * time.Hour}
+	for range 4 {
+		r, err := limiter.Allow(context.Background(), "example:new", daily)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(r.Allowed, r.Source)
+	}
+	// Output:
+	// true store
+	// true store
+	// false store
+	// false cache
+}
+
+// An application that already has a go-redis client reuses it.
+func ExampleNewGoRedis() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	st, err := stack.NewGoRedis(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := limiter.AllowAll(context.Background(), "example:go-redis", 1, ratewarden.PerSecond(10), ratewarden.PerDay(10000))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(d.Allowed, d.Results[0].Remaining, d.Results[1].Remaining)
+	// Output:
+	// true 9 9999
+}
+
+// Without the deny cache every denial is Redis'.
+func ExampleWithDenyCache() {
+	client := newClient()
+	defer client.Close()
+	st, err := stack.New(client, stack.WithDenyCache(0))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(st.DenyCache() == nil)
+	limiter, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	daily := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: 24 * time.Hour}
+	for range 3 {
+		r, err := limiter.Allow(context.Background(), "example:no-cache", daily)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(r.Allowed, r.Source)
+	}
+	_, err = stack.New(client, stack.WithDenyCache(-1))
+	fmt.Println(err)
+	// Output:
+	// true
+	// true store
+	// false store
+	// false store
+	// stack: deny cache size must be >= 0 (0 turns it off), got -1: ratewarden: invalid config
+}
+
+// WithRedis configures the script store: here, a key prefix per
+// environment.
+func ExampleWithRedis() {
+	client := newClient()
+	defer client.Close()
+	st, err := stack.New(client, stack.WithRedis(redisstore.WithPrefix("staging:rl:")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(st.Script().Key("user:42", ratewarden.PerMinute(100)))
+	_, err = stack.New(client, stack.WithRedis(redisstore.WithBatchSize(0)))
+	fmt.Println(err)
+	// Output:
+	// staging:rl:{user:42}:sliding_window:1m
+	// redisstore: batch size must be at least 1, got 0: ratewarden: invalid config
+}
+
+// While Redis cannot be reached, the failure policy answers, and the
+// Result says so.
+func ExampleWithFallback() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close() // nothing listens there now: Redis is down
+	client := redis.NewClient(&redis.Options{Addr: down, MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer client.Close()
+	st, err := stack.NewGoRedis(client, stack.WithFallback(
+		fallback.WithPolicy(fallback.FailClosed),
+		fallback.WithRetryAfter(time.Second),
+		fallback.WithLogger(nil), // an invalid option: New says which
+	))
+	fmt.Println(err)
+	st, err = stack.NewGoRedis(client, stack.WithFallback(
+		fallback.WithPolicy(fallback.FailClosed),
+		fallback.WithRetryAfter(time.Second),
+		fallback.WithTimeout(time.Second),
+	))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := limiter.Allow(context.Background(), "example:down", ratewarden.PerMinute(100))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(r.Allowed, r.Source, r.RetryAfter, r.Source.Degraded())
+	// Output:
+	// fallback: logger must not be nil (use slog.New(slog.DiscardHandler) to silence it): ratewarden: invalid config
+	// false fail_closed 1s true
+}
+
+// On a Redis Cluster client each front keeps one breaker per group of
+// slots; off a Cluster, as here, there is one.
+func ExampleWithSlotGroups() {
+	client := newClient()
+	defer client.Close()
+	st, err := stack.New(client, stack.WithSlotGroups(4))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(st.States())
+	_, err = stack.New(client, stack.WithSlotGroups(0))
+	fmt.Println(err)
+	// Output:
+	// [closed]
+	// stack: slot groups must be between 1 and 16384, got 0: ratewarden: invalid config
+}
+
+// A service whose limits each choose a failure policy makes one front per
+// policy. The fronts share the script store and the deny cache: a denial
+// learned through one is answered locally through the other.
+func ExampleStack_NewFront() {
+	client := newClient()
+	defer client.Close()
+	st, err := stack.New(client, stack.WithFallback(fallback.WithTimeout(time.Second)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	open, err := st.NewFront(fallback.WithPolicy(fallback.FailOpen), fallback.WithName("fail_open"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	closed, err := st.NewFront(fallback.WithPolicy(fallback.FailClosed), fallback.WithName("fail_closed"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lenient, err := ratewarden.New(open)
+	if err != nil {
+		log.Fatal(err)
+	}
+	strict, err := ratewarden.New(closed)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	daily := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: 24 * time.Hour}
+	for _, l := range []*ratewarden.Limiter{lenient, lenient, strict} {
+		r, err := l.Allow(ctx, "example:fronts", daily)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(r.Allowed, r.Source)
+	}
+	fmt.Println(open.State(), closed.States())
+	// Output:
+	// true store
+	// false store
+	// false cache
+	// closed [closed]
+}
+
+// Reset through the stack clears the key in Redis and in the deny cache.
+func ExampleStack_Reset() {
+	client := newClient()
+	defer client.Close()
+	st, err := stack.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	daily := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: 24 * time.Hour}
+	for range 3 {
+		if _, err := limiter.Allow(ctx, "example:reset", daily); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println(st.DenyCache().Len())
+	if err := limiter.Reset(ctx, "example:reset", daily); err != nil {
+		log.Fatal(err)
+	}
+	r, err := limiter.Allow(ctx, "example:reset", daily)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(st.DenyCache().Len(), r.Allowed, r.Source)
+	// Output:
+	// 1
+	// 0 true store
+}

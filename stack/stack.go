@@ -1,0 +1,256 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/denycache"
+	"github.com/ratewarden/ratewarden/fallback"
+	"github.com/ratewarden/ratewarden/internal/nilcheck"
+	"github.com/ratewarden/ratewarden/redisstore"
+)
+
+// Defaults for New.
+const (
+	// DefaultDenyCache is the default bound on remembered denials.
+	DefaultDenyCache = denycache.DefaultMaxEntries
+	// DefaultSlotGroups is the default number of circuit breakers per
+	// front on a Cluster client: groups of 1024 slots, fine enough that
+	// most groups lie on one primary.
+	DefaultSlotGroups = 16
+)
+
+// slots is the number of Redis Cluster hash slots.
+const slots = 16384
+
+// Option configures a Stack.
+type Option func(*config)
+
+type config struct {
+	redis      []redisstore.Option
+	denyCache  int
+	fallback   []fallback.Option
+	slotGroups int
+}
+
+// WithRedis passes options to the script store (redisstore.New or
+// redisstore.NewGoRedis): a key prefix, batching. Several calls add up.
+func WithRedis(opts ...redisstore.Option) Option {
+	return func(c *config) { c.redis = append(c.redis, opts...) }
+}
+
+// WithDenyCache sets how many denials the deny cache remembers (default
+// DefaultDenyCache); 0 turns the deny cache off, and a negative n is an
+// error. See package denycache for what it answers locally.
+func WithDenyCache(n int) Option {
+	return func(c *config) { c.denyCache = n }
+}
+
+// WithFallback passes options to the failure policy of every front
+// (fallback.New): the policy, the deadline, the breaker's settings, the
+// number of replicas for LocalFallback. Options given to NewFront follow
+// these, so they win where both set the same thing. Several calls add up.
+func WithFallback(opts ...fallback.Option) Option {
+	return func(c *config) { c.fallback = append(c.fallback, opts...) }
+}
+
+// WithSlotGroups sets how many circuit breakers each front keeps on a
+// Redis Cluster client (default DefaultSlotGroups): the 16384 hash slots
+// are split into n groups of consecutive slots, each with its own breaker,
+// so that a failing primary opens only the breakers of the slots it holds.
+// n must be between 1 and 16384. A client that is not a Cluster client
+// (standalone, Sentinel, a go-redis Ring) has one breaker per front
+// whatever n is: its keys do not live in slots.
+func WithSlotGroups(n int) Option {
+	return func(c *config) { c.slotGroups = n }
+}
+
+// Stack is the recommended Redis store, assembled: a script store, a deny
+// cache (unless turned off) and a default front, the failure policy. It is
+// a ratewarden.Store that decides through the default front. Make one with
+// New or NewGoRedis; it is safe for concurrent use.
+type Stack struct {
+	script *redisstore.Store
+	deny   *denycache.Store // nil: no deny cache
+	shared ratewarden.Store // what every front wraps: deny, or script
+	groups int              // breakers per front; 1 off a Cluster
+	opts   []fallback.Option
+	front  *Front
+}
+
+// New returns the stack on client, a standalone, Sentinel or Cluster
+// rueidis client created with DisableCache: true (see redisstore.New).
+func New(client rueidis.Client, opts ...Option) (*Stack, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if nilcheck.Is(client) {
+		return nil, fmt.Errorf("stack: client must not be nil%s: %w", nilcheck.Describe(client), ratewarden.ErrInvalidConfig)
+	}
+	script, err := redisstore.New(client, c.redis...)
+	if err != nil {
+		return nil, err
+	}
+	return assemble(script, client.Mode() == rueidis.ClientModeCluster, c)
+}
+
+// NewGoRedis returns the stack on an existing go-redis v9 client (see
+// redisstore.NewGoRedis; create it with ContextTimeoutEnabled: true so the
+// failure policy's deadline bounds every call). A *redis.ClusterClient
+// gets a breaker per group of slots.
+func NewGoRedis(client redis.UniversalClient, opts ...Option) (*Stack, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if nilcheck.Is(client) {
+		return nil, fmt.Errorf("stack: client must not be nil%s: %w", nilcheck.Describe(client), ratewarden.ErrInvalidConfig)
+	}
+	script, err := redisstore.NewGoRedis(client, c.redis...)
+	if err != nil {
+		return nil, err
+	}
+	_, cluster := client.(*redis.ClusterClient)
+	return assemble(script, cluster, c)
+}
+
+// newConfig applies opts to the defaults and validates the result.
+func newConfig(opts []Option) (config, error) {
+	c := config{denyCache: DefaultDenyCache, slotGroups: DefaultSlotGroups}
+	for _, o := range opts {
+		if o == nil {
+			return config{}, fmt.Errorf("stack: nil Option: %w", ratewarden.ErrInvalidConfig)
+		}
+		o(&c)
+	}
+	switch {
+	case c.denyCache < 0:
+		return config{}, fmt.Errorf("stack: deny cache size must be >= 0 (0 turns it off), got %d: %w", c.denyCache, ratewarden.ErrInvalidConfig)
+	case c.slotGroups < 1 || c.slotGroups > slots:
+		return config{}, fmt.Errorf("stack: slot groups must be between 1 and %d, got %d: %w", slots, c.slotGroups, ratewarden.ErrInvalidConfig)
+	}
+	return c, nil
+}
+
+// assemble builds the layers over script, bottom up.
+func assemble(script *redisstore.Store, cluster bool, c config) (*Stack, error) {
+	s := &Stack{script: script, shared: script, groups: 1, opts: c.fallback}
+	if cluster {
+		s.groups = c.slotGroups
+	}
+	if c.denyCache > 0 {
+		d, err := denycache.New(s.shared, denycache.WithMaxEntries(c.denyCache))
+		if err != nil {
+			return nil, err
+		}
+		s.deny, s.shared = d, d
+	}
+	front, err := s.NewFront()
+	if err != nil {
+		return nil, err
+	}
+	s.front = front
+	return s, nil
+}
+
+// NewFront returns another failure policy over the Stack's script store
+// and deny cache, configured by the Stack's WithFallback options followed
+// by opts; it has breakers of its own (one per slot group on a Cluster
+// client) and a local store of its own for LocalFallback. A service that
+// lets each limit choose its failure policy makes one front per policy.
+func (s *Stack) NewFront(opts ...fallback.Option) (*Front, error) {
+	all := append(s.opts[:len(s.opts):len(s.opts)], opts...)
+	if s.groups == 1 {
+		st, err := fallback.New(s.shared, all...)
+		if err != nil {
+			return nil, err
+		}
+		return &Front{st: st, one: st}, nil
+	}
+	groups := s.groups
+	st, err := fallback.NewPartitioned(s.shared, groups, func(key string) int {
+		return redisstore.Slot(key) * groups / slots
+	}, all...)
+	if err != nil {
+		return nil, err
+	}
+	return &Front{st: st, part: st}, nil
+}
+
+// Check implements ratewarden.Store through the default front.
+func (s *Stack) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
+	return s.front.Check(ctx, req, res)
+}
+
+// Reset implements ratewarden.Store through the default front: it resets
+// key under limits in Redis, in the deny cache and in the front's local
+// shares.
+func (s *Stack) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
+	return s.front.Reset(ctx, key, limits...)
+}
+
+// State returns the state of the default front's circuit breaker (the
+// worst of them on a Cluster client); see Front.State.
+func (s *Stack) State() fallback.State { return s.front.State() }
+
+// States returns the state of each of the default front's breakers; see
+// Front.States.
+func (s *Stack) States() []fallback.State { return s.front.States() }
+
+// Script returns the script store at the bottom of the stack, for
+// redisstore's own methods (Store.Key). Checks made on it directly pass
+// neither the deny cache nor a failure policy.
+func (s *Stack) Script() *redisstore.Store { return s.script }
+
+// DenyCache returns the deny cache, or nil when WithDenyCache(0) turned it
+// off.
+func (s *Stack) DenyCache() *denycache.Store { return s.deny }
+
+// Front is one failure policy over a Stack's shared layers: a
+// ratewarden.Store with a deadline, circuit breakers and a failure policy
+// of its own. Make one with Stack.NewFront.
+type Front struct {
+	st   ratewarden.Store
+	one  *fallback.Store       // one breaker, or
+	part *fallback.Partitioned // one per group of slots (Cluster)
+}
+
+// Check implements ratewarden.Store: the failure policy decides when the
+// layers below cannot.
+func (f *Front) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
+	return f.st.Check(ctx, req, res)
+}
+
+// Reset implements ratewarden.Store; see fallback.Store.Reset.
+func (f *Front) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
+	return f.st.Reset(ctx, key, limits...)
+}
+
+// State returns the front's breaker state; with a breaker per slot group,
+// the worst of them (fallback.StateOpen if any is open). A readiness check
+// can report not ready while it is fallback.StateOpen.
+func (f *Front) State() fallback.State {
+	if f.part != nil {
+		return f.part.State()
+	}
+	return f.one.State()
+}
+
+// States returns the state of each of the front's breakers: one, or one
+// per slot group on a Cluster client, in slot order.
+func (f *Front) States() []fallback.State {
+	if f.part != nil {
+		return f.part.States()
+	}
+	return []fallback.State{f.one.State()}
+}
+
+var (
+	_ ratewarden.Store = (*Stack)(nil)
+	_ ratewarden.Store = (*Front)(nil)
+)

@@ -1,0 +1,287 @@
+package stack_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
+	"github.com/ratewarden/ratewarden/internal/testredis"
+	"github.com/ratewarden/ratewarden/redisstore"
+	"github.com/ratewarden/ratewarden/stack"
+	"github.com/ratewarden/ratewarden/storetest"
+)
+
+var quiet = fallback.WithLogger(slog.New(slog.DiscardHandler))
+
+// rueidisClient returns a client for addrs (several: a Cluster), closed
+// when the test ends.
+func rueidisClient(tb testing.TB, addrs ...string) rueidis.Client {
+	tb.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+	if err != nil {
+		tb.Fatalf("rueidis.NewClient(%v): %v", addrs, err)
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
+func newStack(tb testing.TB, c rueidis.Client, opts ...stack.Option) *stack.Stack {
+	tb.Helper()
+	// A deadline a healthy first call (NOSCRIPT, then EVAL) meets on a busy
+	// machine, so that no result of these tests is degraded by accident.
+	st, err := stack.New(c, append([]stack.Option{stack.WithFallback(fallback.WithTimeout(10*time.Second), quiet)}, opts...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st
+}
+
+func limiter(tb testing.TB, st ratewarden.Store) *ratewarden.Limiter {
+	tb.Helper()
+	l, err := ratewarden.New(st)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return l
+}
+
+func scriptCalls(tb testing.TB, srv *testredis.Server) int64 {
+	tb.Helper()
+	n, err := srv.ScriptCalls()
+	if err != nil {
+		tb.Fatalf("INFO commandstats: %v", err)
+	}
+	return n
+}
+
+var daily = ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 3, Period: 24 * time.Hour}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	srv := testredis.Start(t)
+	c := rueidisClient(t, srv.Addr)
+	var nilRueidis rueidis.Client
+	var nilGoRedis *redis.Client
+	for _, tc := range []struct {
+		name string
+		make func() (*stack.Stack, error)
+		want string
+	}{
+		{"nil rueidis client", func() (*stack.Stack, error) { return stack.New(nilRueidis) }, "stack: client must not be nil"},
+		{"nil go-redis client", func() (*stack.Stack, error) { return stack.NewGoRedis(nilGoRedis) }, "stack: client must not be nil"},
+		{"nil option", func() (*stack.Stack, error) { return stack.New(c, nil) }, "stack: nil Option"},
+		{"negative deny cache", func() (*stack.Stack, error) { return stack.New(c, stack.WithDenyCache(-1)) }, "stack: deny cache size"},
+		{"no slot groups", func() (*stack.Stack, error) { return stack.New(c, stack.WithSlotGroups(0)) }, "stack: slot groups"},
+		{"too many slot groups", func() (*stack.Stack, error) { return stack.New(c, stack.WithSlotGroups(16385)) }, "stack: slot groups"},
+		{"bad redis option", func() (*stack.Stack, error) { return stack.New(c, stack.WithRedis(redisstore.WithPrefix("{"))) }, "redisstore: prefix"},
+		{"bad fallback option", func() (*stack.Stack, error) {
+			return stack.New(c, stack.WithFallback(fallback.WithTimeout(0)))
+		}, "fallback: timeout"},
+	} {
+		st, err := tc.make()
+		if st != nil || !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: %v, %v; want ErrInvalidConfig starting %q", tc.name, st, err, tc.want)
+		}
+	}
+	st := newStack(t, c)
+	if _, err := st.NewFront(fallback.WithReplicas(0)); !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), "replicas") {
+		t.Errorf("NewFront with a bad option: %v; want ErrInvalidConfig naming replicas", err)
+	}
+}
+
+// TestConformance runs the suite every Store passes over the assembled
+// stack, through both clients, and over a second front.
+func TestConformance(t *testing.T) {
+	srv := testredis.Start(t)
+	c := rueidisClient(t, srv.Addr)
+	t.Run("rueidis", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) storetest.Subject {
+			return storetest.Subject{Store: newStack(t, c), Advance: time.Sleep}
+		})
+	})
+	t.Run("go-redis", func(t *testing.T) {
+		g := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = g.Close() })
+		storetest.Run(t, func(t *testing.T) storetest.Subject {
+			st, err := stack.NewGoRedis(g, stack.WithFallback(fallback.WithTimeout(10*time.Second), quiet))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return storetest.Subject{Store: st, Advance: time.Sleep}
+		})
+	})
+	t.Run("front", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) storetest.Subject {
+			f, err := newStack(t, c).NewFront(fallback.WithPolicy(fallback.FailClosed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return storetest.Subject{Store: f, Advance: time.Sleep}
+		})
+	})
+}
+
+// TestDenyCacheLayer: with the deny cache (the default) a key over its
+// limit stops costing script calls; without it every check is one.
+func TestDenyCacheLayer(t *testing.T) {
+	srv := testredis.Start(t)
+	c := rueidisClient(t, srv.Addr)
+	for _, tc := range []struct {
+		name   string
+		opts   []stack.Option
+		cached bool
+	}{
+		{"default", nil, true},
+		{"sized", []stack.Option{stack.WithDenyCache(10)}, true},
+		{"off", []stack.Option{stack.WithDenyCache(0)}, false},
+	} {
+		st := newStack(t, c, tc.opts...)
+		if got := st.DenyCache() != nil; got != tc.cached {
+			t.Errorf("%s: DenyCache() set: %v, want %v", tc.name, got, tc.cached)
+		}
+		l := limiter(t, st)
+		key := "flood:" + tc.name
+		for range daily.Rate {
+			if r, err := l.Allow(bg, key, daily); err != nil || !r.Allowed {
+				t.Fatalf("%s: %+v, %v", tc.name, r, err)
+			}
+		}
+		before := scriptCalls(t, srv)
+		const over = 20
+		cached := 0
+		for range over {
+			r, err := l.Allow(bg, key, daily)
+			if err != nil || r.Allowed {
+				t.Fatalf("%s: over the limit: %+v, %v", tc.name, r, err)
+			}
+			if r.Source == ratewarden.SourceCache {
+				cached++
+			}
+		}
+		calls := scriptCalls(t, srv) - before
+		if tc.cached && (calls != 1 || cached != over-1) {
+			t.Errorf("%s: %d denials made %d script calls (%d cached), want 1 call and the rest from the cache", tc.name, over, calls, cached)
+		}
+		if !tc.cached && (calls != over || cached != 0) {
+			t.Errorf("%s: %d denials made %d script calls (%d cached), want one call each", tc.name, over, calls, cached)
+		}
+	}
+}
+
+// TestFrontsShareLayersNotBreakers: fronts share the script store and the
+// deny cache, but each has breakers of its own. A key whose state holds a
+// value of the wrong type fails in Redis: it opens the breaker of the
+// front that checked it (trip after 1) and nothing else.
+func TestFrontsShareLayersNotBreakers(t *testing.T) {
+	srv := testredis.Start(t)
+	st := newStack(t, rueidisClient(t, srv.Addr), stack.WithFallback(fallback.WithTripAfter(1), fallback.WithProbeInterval(time.Hour)))
+	a, err := st.NewFront(fallback.WithPolicy(fallback.FailClosed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := st.NewFront(fallback.WithPolicy(fallback.FailOpen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	la, lb := limiter(t, a), limiter(t, b)
+
+	// Shared: a denial learned through a is answered by the cache through b.
+	for range daily.Rate + 1 {
+		if _, err := la.Allow(bg, "shared", daily); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := lb.Allow(bg, "shared", daily); err != nil || r.Allowed || r.Source != ratewarden.SourceCache {
+		t.Errorf("front b after front a's denial: %+v, %v; want the shared deny cache's denial", r, err)
+	}
+
+	// Not shared: the breakers.
+	if _, err := srv.Do("SET", st.Script().Key("broken", daily), "not a number"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := la.Allow(bg, "broken", daily); err != nil || r.Source != ratewarden.SourceFailClosed {
+		t.Fatalf("front a on a broken key: %+v, %v; want fail_closed", r, err)
+	}
+	if a.State() != fallback.StateOpen || b.State() != fallback.StateClosed || st.State() != fallback.StateClosed {
+		t.Errorf("breakers: a %v, b %v, default %v; want only a's open", a.State(), b.State(), st.State())
+	}
+	if r, err := lb.Allow(bg, "fine", daily); err != nil || !r.Allowed || r.Source != ratewarden.SourceStore {
+		t.Errorf("front b on a good key: %+v, %v; want Redis' admission", r, err)
+	}
+}
+
+// TestClusterBreakerPerSlotGroup: on a real 3-primary Cluster each front
+// has a breaker per group of slots (16 by default, WithSlotGroups(n)
+// otherwise), through both clients. A failing key opens only the breaker
+// of its group, Slot(key) × n / 16384; the other keys are still decided by
+// Redis.
+func TestClusterBreakerPerSlotGroup(t *testing.T) {
+	cl := testredis.StartCluster(t)
+	addrs := cl.Addrs()
+	rc := rueidisClient(t, addrs...)
+	gc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = gc.Close() })
+	opt := stack.WithFallback(fallback.WithTimeout(10*time.Second), quiet, fallback.WithTripAfter(1), fallback.WithProbeInterval(time.Hour))
+
+	if st, err := stack.NewGoRedis(gc, opt); err != nil {
+		t.Fatal(err)
+	} else if n := len(st.States()); n != stack.DefaultSlotGroups {
+		t.Errorf("go-redis ClusterClient: %d breakers, want %d", n, stack.DefaultSlotGroups)
+	}
+	if n := len(newStack(t, rc).States()); n != stack.DefaultSlotGroups {
+		t.Errorf("rueidis cluster client: %d breakers, want %d", n, stack.DefaultSlotGroups)
+	}
+
+	const groups = 4
+	st, err := stack.New(rc, opt, stack.WithSlotGroups(groups))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := limiter(t, st)
+	// One key per group, found by Slot.
+	keys := make([]string, groups)
+	for i, found := 0, 0; found < groups; i++ {
+		k := "user:" + strings.Repeat("x", i%3) + string(rune('a'+i%26)) + time.Duration(i).String()
+		if g := redisstore.Slot(k) * groups / 16384; keys[g] == "" {
+			keys[g] = k
+			found++
+		}
+	}
+	for g, k := range keys {
+		if r, err := l.Allow(bg, k, daily); err != nil || !r.Allowed || r.Source != ratewarden.SourceStore {
+			t.Fatalf("group %d: %s: %+v, %v; want Redis' admission", g, k, r, err)
+		}
+	}
+	broken := keys[2]
+	owner, err := cl.KeyOwner(st.Script().Key(broken, daily))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.Do("SET", st.Script().Key(broken, daily), "not a number"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.Allow(bg, broken, daily); err != nil || !r.Source.Degraded() {
+		t.Fatalf("broken key: %+v, %v; want a degraded answer", r, err)
+	}
+	want := []fallback.State{fallback.StateClosed, fallback.StateClosed, fallback.StateOpen, fallback.StateClosed}
+	if got := st.States(); len(got) != groups || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || got[3] != want[3] {
+		t.Errorf("States() = %v, want %v", got, want)
+	}
+	for g, k := range keys {
+		if g == 2 {
+			continue
+		}
+		if r, err := l.Allow(bg, k, daily); err != nil || !r.Allowed || r.Source != ratewarden.SourceStore {
+			t.Errorf("group %d after group 2 failed: %+v, %v; want Redis' admission", g, r, err)
+		}
+	}
+}
+
+var bg = context.Background()
