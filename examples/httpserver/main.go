@@ -9,8 +9,9 @@
 //	go run ./examples/httpserver -limit "5/10s fixed_window" -trusted 10.0.0.0/8
 //
 // Then: curl -i localhost:8080/hello (limited), localhost:8080/healthz (not).
-// With Redis, the store is wrapped in a fallback that answers with this
-// replica's share of the limit (-replicas) while Redis is unreachable.
+// With Redis, the store is the library's recommended stack (package stack):
+// the script store, the deny cache, and a failure policy that answers with
+// this replica's share of the limit (-replicas) while Redis is unreachable.
 package main
 
 import (
@@ -33,7 +34,7 @@ import (
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/httplimit"
 	"github.com/ratewarden/ratewarden/memstore"
-	"github.com/ratewarden/ratewarden/redisstore"
+	"github.com/ratewarden/ratewarden/stack"
 )
 
 func main() {
@@ -143,8 +144,8 @@ func handler(log *slog.Logger, lim *ratewarden.Limiter, lims []ratewarden.Limit,
 	return mw.Handler(mux), nil
 }
 
-// openStore returns a memstore, or, given a Redis address, a redisstore
-// behind a fallback holding this replica's share of each limit.
+// openStore returns a memstore, or, given a Redis address, the Redis stack
+// with a fallback holding this replica's share of each limit.
 func openStore(log *slog.Logger, redisAddr string, replicas int) (ratewarden.Store, func(), error) {
 	if redisAddr == "" {
 		st, err := memstore.New()
@@ -157,15 +158,10 @@ func openStore(log *slog.Logger, redisAddr string, replicas int) (ratewarden.Sto
 	if err != nil {
 		return nil, nil, fmt.Errorf("-redis %s: %w", redisAddr, err)
 	}
-	primary, err := redisstore.New(client)
-	if err != nil {
-		client.Close()
-		return nil, nil, err
-	}
-	st, err := fallback.New(primary,
+	st, err := stack.New(client, stack.WithFallback(
 		fallback.WithPolicy(fallback.LocalFallback),
 		fallback.WithReplicas(replicas),
-		fallback.WithLogger(log))
+		fallback.WithLogger(log)))
 	if err != nil {
 		client.Close()
 		return nil, nil, err

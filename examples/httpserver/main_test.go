@@ -4,10 +4,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/testredis"
 	"github.com/ratewarden/ratewarden/memstore"
 )
 
@@ -47,4 +49,44 @@ func TestClientCannotEscapeItsLimit(t *testing.T) {
 	if c := get("192.0.2.2:1000", ""); c != 200 {
 		t.Errorf("another IP: %d, want 200", c)
 	}
+}
+
+// TestRedisStore: given -redis, the server decides on the Redis stack; a
+// client over its limit is then answered by its deny cache.
+func TestRedisStore(t *testing.T) {
+	srv := testredis.Start(t)
+	st, closeStore, err := openStore(slog.New(slog.DiscardHandler), srv.Addr, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore()
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: time.Hour}
+	// The fallback's deadline is the default 50 ms: a busy machine can miss
+	// it, and the answer is then degraded. Such a run proves nothing about
+	// the stack; it runs again on a fresh key.
+	for attempt := range 20 {
+		var sources []ratewarden.Source
+		degraded := false
+		for range 3 {
+			r, err := lim.Allow(t.Context(), "192.0.2."+strconv.Itoa(attempt), limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sources = append(sources, r.Source)
+			degraded = degraded || r.Source.Degraded()
+		}
+		if degraded {
+			t.Logf("attempt %d: %v: Redis missed the deadline; again", attempt, sources)
+			continue
+		}
+		if sources[0] != ratewarden.SourceStore || sources[1] != ratewarden.SourceStore || sources[2] != ratewarden.SourceCache {
+			t.Errorf("sources %v, want [store store cache]", sources)
+		}
+		return
+	}
+	t.Fatal("every attempt missed the 50 ms deadline: the machine is too slow for this test")
 }
