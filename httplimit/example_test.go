@@ -558,3 +558,27 @@ func ExampleForwardHeader_String() {
 	// Output:
 	// X-Forwarded-For Forwarded X-Real-IP
 }
+
+// A service that decides on its own (an RPC front end, a gateway) renders
+// the same headers as the middleware from its Decision. Append lists them
+// in order with canonical names; Set writes them on an http.Header.
+func ExampleRenderer() {
+	burst := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Minute}
+	daily := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: 24 * time.Hour}
+	r := httplimit.NewRenderer(httplimit.DraftHeaders|httplimit.XRateLimitHeaders,
+		httplimit.Policy{Name: "burst", Limit: burst}, httplimit.Policy{Name: `team "a"`, Limit: daily})
+	d := ratewarden.Decision{Allowed: false, Results: []ratewarden.Result{
+		{Allowed: false, Limit: burst, RetryAfter: 12500 * time.Millisecond, ResetAfter: 12500 * time.Millisecond},
+		{Allowed: true, Limit: daily, Remaining: 640, ResetAfter: 5 * time.Hour},
+	}}
+	for _, f := range r.Append(nil, d, true) {
+		fmt.Printf("%s: %s\n", f.Name, f.Value)
+	}
+	// Output:
+	// Ratelimit-Policy: "burst";q=10;w=60, "team \"a\"";q=1000;w=86400
+	// Ratelimit: "burst";r=0;t=13, "team \"a\"";r=640;t=18000
+	// X-Ratelimit-Limit: 10
+	// X-Ratelimit-Remaining: 0
+	// X-Ratelimit-Reset: 13
+	// Retry-After: 13
+}

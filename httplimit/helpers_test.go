@@ -14,41 +14,29 @@ import (
 	"github.com/ratewarden/ratewarden/memstore"
 )
 
-// base is a whole day in UTC, so fixed windows of a minute, an hour and a
-// day all start there.
-var base = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+// epoch is where the clock of a synctest bubble starts: midnight UTC,
+// 2000-01-01, so fixed windows of a minute, an hour and a day all start
+// there.
+var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// clock is a settable time source for memstore.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock(offset time.Duration) *clock { return &clock{t: base.Add(offset)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(offset time.Duration) {
-	c.mu.Lock()
-	c.t = base.Add(offset)
-	c.mu.Unlock()
-}
-
-// newLimiter returns a Limiter on a fresh memstore reading clk.
-func newLimiter(tb testing.TB, clk *clock) (*ratewarden.Limiter, *memstore.Store) {
-	tb.Helper()
-	st, err := memstore.New(memstore.WithClock(clk.Now))
-	if err != nil {
-		tb.Fatal(err)
+// newLimiter returns a Limiter on a fresh memstore, with the clock moved to
+// at past epoch. It must run inside synctest.Test, where the
+// clock (the memstore's time.Now) stands still unless the test sleeps.
+func newLimiter(t *testing.T, at time.Duration) (*ratewarden.Limiter, *memstore.Store) {
+	t.Helper()
+	now, want := time.Now(), epoch.Add(at)
+	if now.Before(epoch) || now.After(want) {
+		t.Fatalf("newLimiter(%v) at %v: call it inside synctest.Test, before the clock passes %v", at, now, want)
 	}
-	tb.Cleanup(func() { _ = st.Close() })
+	time.Sleep(want.Sub(now))
+	st, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
 	l, err := ratewarden.New(st)
 	if err != nil {
-		tb.Fatal(err)
+		t.Fatal(err)
 	}
 	return l, st
 }

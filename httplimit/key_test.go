@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
@@ -115,27 +116,29 @@ func TestClientIPSpoofing(t *testing.T) {
 // Through the middleware: a client from an untrusted address that changes
 // X-Forwarded-For on every request still spends one budget.
 func TestSpoofedHeaderDoesNotBypassTheLimit(t *testing.T) {
-	l, _ := newLimiter(t, newClock(0))
-	key, err := httplimit.ClientIP(httplimit.IPConfig{TrustedProxies: proxies})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := mustNew(t, l, httplimit.WithLimits(fixed(3, time.Minute)), httplimit.WithKey(key)).Handler(new(ok))
-	spoof := []string{"1.2.3.4", "5.6.7.8", "10.0.0.5", "9.9.9.9", "2001:db8::1"}
-	var codes []int
-	for _, ip := range spoof {
-		codes = append(codes, get(h, "198.51.100.7:1234", "/", func(r *http.Request) { r.Header.Set("X-Forwarded-For", ip) }).Code)
-	}
-	if want := []int{200, 200, 200, 429, 429}; !equalInts(codes, want) {
-		t.Errorf("codes %v, want %v", codes, want)
-	}
-	// Through a trusted proxy, two real clients get a budget each.
-	for _, c := range []string{"203.0.113.1", "203.0.113.2"} {
-		w := get(h, "10.0.0.1:80", "/", func(r *http.Request) { r.Header.Set("X-Forwarded-For", "1.1.1.1, "+c) })
-		if w.Code != 200 || w.Header().Get("X-RateLimit-Remaining") != "2" {
-			t.Errorf("client %s via proxy: %d remaining %q", c, w.Code, w.Header().Get("X-RateLimit-Remaining"))
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newLimiter(t, 0)
+		key, err := httplimit.ClientIP(httplimit.IPConfig{TrustedProxies: proxies})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		h := mustNew(t, l, httplimit.WithLimits(fixed(3, time.Minute)), httplimit.WithKey(key)).Handler(new(ok))
+		spoof := []string{"1.2.3.4", "5.6.7.8", "10.0.0.5", "9.9.9.9", "2001:db8::1"}
+		var codes []int
+		for _, ip := range spoof {
+			codes = append(codes, get(h, "198.51.100.7:1234", "/", func(r *http.Request) { r.Header.Set("X-Forwarded-For", ip) }).Code)
+		}
+		if want := []int{200, 200, 200, 429, 429}; !equalInts(codes, want) {
+			t.Errorf("codes %v, want %v", codes, want)
+		}
+		// Through a trusted proxy, two real clients get a budget each.
+		for _, c := range []string{"203.0.113.1", "203.0.113.2"} {
+			w := get(h, "10.0.0.1:80", "/", func(r *http.Request) { r.Header.Set("X-Forwarded-For", "1.1.1.1, "+c) })
+			if w.Code != 200 || w.Header().Get("X-RateLimit-Remaining") != "2" {
+				t.Errorf("client %s via proxy: %d remaining %q", c, w.Code, w.Header().Get("X-RateLimit-Remaining"))
+			}
+		}
+	})
 }
 
 func equalInts(a, b []int) bool {
@@ -241,32 +244,34 @@ func TestFirstOfAndJoin(t *testing.T) {
 // Pattern is the per-route part of a composite key: the middleware wraps
 // a route's handler inside a ServeMux.
 func TestPatternAndCompositeKey(t *testing.T) {
-	l, _ := newLimiter(t, newClock(0))
-	ipKey, _ := httplimit.ClientIP(httplimit.IPConfig{})
-	var keys []string
-	m := mustNew(t, l, httplimit.WithLimits(fixed(1, time.Minute)),
-		httplimit.WithKey(httplimit.Join(httplimit.Pattern, ipKey)),
-		httplimit.WithOnLimit(func(_ *http.Request, i httplimit.Info) { keys = append(keys, i.Key) }))
-	mux := http.NewServeMux()
-	mux.Handle("GET /items/{id}", m.Handler(new(ok)))
-	mux.Handle("GET /users/{id}", m.Handler(new(ok)))
-	codes := []int{
-		get(mux, client, "/items/1", nil).Code,
-		get(mux, client, "/items/2", nil).Code, // same route: one budget
-		get(mux, client, "/users/1", nil).Code, // another route: its own
-		get(mux, "198.51.100.8:1", "/items/3", nil).Code,
-	}
-	if want := []int{200, 429, 200, 200}; !equalInts(codes, want) {
-		t.Errorf("codes %v, want %v", codes, want)
-	}
-	if len(keys) != 1 || keys[0] != "default|route:GET /items/{id}|ip:198.51.100.7" {
-		t.Errorf("keys %q", keys)
-	}
-	// Wrapping the mux instead: no pattern yet, a 400 that says nothing internal.
-	outer := mustNew(t, l, httplimit.WithLimits(fixed(1, time.Minute)), httplimit.WithKey(httplimit.Pattern)).Handler(mux)
-	if w := get(outer, client, "/items/1", nil); w.Code != http.StatusBadRequest {
-		t.Errorf("pattern outside the mux: %d", w.Code)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newLimiter(t, 0)
+		ipKey, _ := httplimit.ClientIP(httplimit.IPConfig{})
+		var keys []string
+		m := mustNew(t, l, httplimit.WithLimits(fixed(1, time.Minute)),
+			httplimit.WithKey(httplimit.Join(httplimit.Pattern, ipKey)),
+			httplimit.WithOnLimit(func(_ *http.Request, i httplimit.Info) { keys = append(keys, i.Key) }))
+		mux := http.NewServeMux()
+		mux.Handle("GET /items/{id}", m.Handler(new(ok)))
+		mux.Handle("GET /users/{id}", m.Handler(new(ok)))
+		codes := []int{
+			get(mux, client, "/items/1", nil).Code,
+			get(mux, client, "/items/2", nil).Code, // same route: one budget
+			get(mux, client, "/users/1", nil).Code, // another route: its own
+			get(mux, "198.51.100.8:1", "/items/3", nil).Code,
+		}
+		if want := []int{200, 429, 200, 200}; !equalInts(codes, want) {
+			t.Errorf("codes %v, want %v", codes, want)
+		}
+		if len(keys) != 1 || keys[0] != "default|route:GET /items/{id}|ip:198.51.100.7" {
+			t.Errorf("keys %q", keys)
+		}
+		// Wrapping the mux instead: no pattern yet, a 400 that says nothing internal.
+		outer := mustNew(t, l, httplimit.WithLimits(fixed(1, time.Minute)), httplimit.WithKey(httplimit.Pattern)).Handler(mux)
+		if w := get(outer, client, "/items/1", nil); w.Code != http.StatusBadRequest {
+			t.Errorf("pattern outside the mux: %d", w.Code)
+		}
+	})
 }
 
 func TestForwardHeaderString(t *testing.T) {

@@ -76,18 +76,16 @@ type Middleware struct {
 	onLimit    func(*http.Request, Info)
 	failClosed bool
 	log        *slog.Logger
-	now        func() time.Time
 
 	storeLog  logThrottle // store errors
 	shadowLog logThrottle // over-limit requests passed in shadow mode
 }
 
-// rule is a validated Rule with its header values precomputed.
+// rule is a validated Rule with its header renderer.
 type rule struct {
 	Rule
-	limits      []ratewarden.Limit
-	quoted      []string // sf-string form of each policy name
-	policyValue string   // the constant RateLimit-Policy field value
+	limits []ratewarden.Limit
+	render *Renderer
 }
 
 // New returns a Middleware deciding on l. With no options other than
@@ -98,20 +96,21 @@ type rule struct {
 //
 // At least one of WithLimits, WithPolicies or WithRule is required. New
 // returns an error wrapping ratewarden.ErrInvalidConfig (or ErrInvalidLimit
-// for a bad limit) that names the option or field at fault.
+// for a bad limit) that names the option or field at fault; a nil Option
+// is one too.
 func New(l *ratewarden.Limiter, opts ...Option) (*Middleware, error) {
 	if l == nil {
 		return nil, fmt.Errorf("httplimit: limiter must not be nil: %w", ratewarden.ErrInvalidConfig)
 	}
-	var c config
-	c.headers = DraftHeaders | XRateLimitHeaders
+	c := defaults()
 	for i, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("httplimit: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
 		}
-		if err := o(&c); err != nil {
-			return nil, err
-		}
+		o(&c)
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
 	}
 	m := &Middleware{
 		lim:        l,
@@ -125,12 +124,8 @@ func New(l *ratewarden.Limiter, opts ...Option) (*Middleware, error) {
 		onLimit:    c.onLimit,
 		failClosed: c.failClosed,
 		log:        c.log,
-		now:        time.Now,
 	}
-	rules := c.rules
-	if c.defaultRule != nil {
-		rules = append(rules, *c.defaultRule)
-	}
+	rules := append(c.rules, c.defaultRules...)
 	if len(rules) == 0 {
 		return nil, fmt.Errorf("httplimit: no limits configured (use WithLimits, WithPolicies or WithRule): %w", ratewarden.ErrInvalidConfig)
 	}
@@ -140,28 +135,16 @@ func New(l *ratewarden.Limiter, opts ...Option) (*Middleware, error) {
 			return nil, fmt.Errorf("httplimit: rule %q given twice: %w", r.Name, ratewarden.ErrInvalidConfig)
 		}
 		seen[r.Name] = true
-		cr, err := compileRule(r)
+		cr, err := compileRule(r, c.headers)
 		if err != nil {
 			return nil, err
 		}
 		m.rules = append(m.rules, cr)
 	}
-	if m.key == nil {
-		m.key, _ = ClientIP(IPConfig{}) // the zero IPConfig is valid
-	}
-	if m.denied == nil {
-		m.denied = ProblemDenied
-	}
-	if m.onErr == nil {
-		m.onErr = ProblemError
-	}
-	if m.log == nil {
-		m.log = slog.Default()
-	}
 	return m, nil
 }
 
-func compileRule(r Rule) (rule, error) {
+func compileRule(r Rule, headers HeaderSet) (rule, error) {
 	switch {
 	case r.Name == "":
 		return rule{}, fmt.Errorf("httplimit: Rule.Name must not be empty: %w", ratewarden.ErrInvalidConfig)
@@ -173,7 +156,6 @@ func compileRule(r Rule) (rule, error) {
 	cr := rule{Rule: r}
 	cr.Policies = append([]Policy(nil), r.Policies...) // the caller's slice may change
 	names := make(map[string]bool, len(r.Policies))
-	var pv strings.Builder
 	for i := range cr.Policies {
 		p := &cr.Policies[i]
 		if err := p.Limit.Validate(); err != nil {
@@ -195,14 +177,8 @@ func compileRule(r Rule) (rule, error) {
 			}
 		}
 		cr.limits = append(cr.limits, p.Limit)
-		q := sfString(p.Name)
-		cr.quoted = append(cr.quoted, q)
-		if i > 0 {
-			pv.WriteString(", ")
-		}
-		fmt.Fprintf(&pv, "%s;q=%d;w=%d", q, p.Limit.Capacity(), ceilSeconds(p.Limit.Period))
 	}
-	cr.policyValue = pv.String()
+	cr.render = NewRenderer(headers, cr.Policies...)
 	return cr, nil
 }
 
@@ -233,7 +209,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	if m.skip != nil && m.skip(r) {
+	if m.skip(r) {
 		next.ServeHTTP(w, r)
 		return
 	}
@@ -250,15 +226,13 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.onErr(w, r, err)
 		return
 	}
-	cost := int64(1)
-	if m.cost != nil {
-		if cost, err = m.cost(r); err != nil {
-			if !errors.Is(err, ratewarden.ErrInvalidCost) {
-				err = fmt.Errorf("httplimit: cost function: %w: %w", ratewarden.ErrInvalidCost, err)
-			}
-			m.onErr(w, r, err)
-			return
+	cost, err := m.cost(r)
+	if err != nil {
+		if !errors.Is(err, ratewarden.ErrInvalidCost) {
+			err = fmt.Errorf("httplimit: cost function: %w: %w", err, ratewarden.ErrInvalidCost)
 		}
+		m.onErr(w, r, err)
+		return
 	}
 	key := ru.Name + "|" + ck
 	var d ratewarden.Decision
@@ -270,15 +244,19 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	} else {
 		d, err = m.lim.AllowAll(r.Context(), key, cost, ru.limits...)
 	}
-	if err != nil {
-		if errors.Is(err, ratewarden.ErrInvalidCost) || errors.Is(err, ratewarden.ErrInvalidKey) {
-			m.onErr(w, r, err)
-			return
-		}
+	switch ratewarden.Classify(r.Context(), err) {
+	case ratewarden.InvalidInput:
+		m.onErr(w, r, err)
+		return
+	case ratewarden.CallerCanceled:
+		// The client went away while the store was asked: nobody waits for
+		// a response, and the store is not to blame.
+		return
+	case ratewarden.StoreUnavailable:
 		m.storeFailed(w, r, next, key, err)
 		return
 	}
-	m.setHeaders(w.Header(), ru, d)
+	ru.render.Set(w.Header(), d, !d.Allowed && !m.shadow)
 	if d.Allowed {
 		next.ServeHTTP(w, r)
 		return
@@ -290,14 +268,13 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.onLimit(r, info)
 	}
 	if m.shadow {
-		if n, ok := m.shadowLog.take(m.now()); ok {
+		if n, ok := m.shadowLog.take(time.Now()); ok {
 			m.log.LogAttrs(r.Context(), slog.LevelInfo, "httplimit: shadow mode: request over the limit passed",
 				slog.String("rule", ru.Name), slog.String("key", key), slog.String("policy", bindingName(ru, d)), slog.Int64("requests", n))
 		}
 		next.ServeHTTP(w, r)
 		return
 	}
-	w.Header().Set("Retry-After", itoa(retryAfterSeconds(d.Binding())))
 	m.denied(w, r, info)
 }
 
@@ -316,12 +293,7 @@ func (m *Middleware) match(r *http.Request) *rule {
 // one a second, counting the ones left out, so an outage does not flood the
 // log.
 func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next http.Handler, key string, err error) {
-	if r.Context().Err() != nil {
-		// The client went away while the store was asked: nobody waits for
-		// a response, and the store is not to blame.
-		return
-	}
-	if n, ok := m.storeLog.take(m.now()); ok {
+	if n, ok := m.storeLog.take(time.Now()); ok {
 		action := "request allowed (fail open)"
 		if m.failClosed {
 			action = "request rejected with 503 (fail closed)"

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
@@ -18,53 +19,55 @@ import (
 const client = "198.51.100.7:4242"
 
 func TestDraftHeadersOnePolicyPerLimit(t *testing.T) {
-	clk := newClock(15 * time.Second)
-	l, _ := newLimiter(t, clk)
-	m := mustNew(t, l, httplimit.WithLimits(fixed(3, time.Minute), fixed(100, 24*time.Hour)))
-	h := m.Handler(new(ok))
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newLimiter(t, 15*time.Second)
+		m := mustNew(t, l, httplimit.WithLimits(fixed(3, time.Minute), fixed(100, 24*time.Hour)))
+		h := m.Handler(new(ok))
 
-	w := get(h, client, "/", nil)
-	if w.Code != http.StatusOK {
-		t.Fatalf("status %d, want 200", w.Code)
-	}
-	wantPolicy := `"3/1m fixed_window";q=3;w=60, "100/1d fixed_window";q=100;w=86400`
-	if got := w.Header().Get("RateLimit-Policy"); got != wantPolicy {
-		t.Errorf("RateLimit-Policy = %q, want %q", got, wantPolicy)
-	}
-	// 45 s left in the minute, 23h59m45s = 86385 s left in the day.
-	wantRL := `"3/1m fixed_window";r=2;t=45, "100/1d fixed_window";r=99;t=86385`
-	if got := w.Header().Get("RateLimit"); got != wantRL {
-		t.Errorf("RateLimit = %q, want %q", got, wantRL)
-	}
-	// The binding policy of an allowed request is the one with the fewest
-	// remaining.
-	for name, want := range map[string]string{"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset": "45"} {
-		if got := w.Header().Get(name); got != want {
-			t.Errorf("%s = %q, want %q", name, got, want)
+		w := get(h, client, "/", nil)
+		if w.Code != http.StatusOK {
+			t.Fatalf("status %d, want 200", w.Code)
 		}
-	}
-	if got := w.Header().Get("Retry-After"); got != "" {
-		t.Errorf("Retry-After on an allowed request: %q", got)
-	}
+		wantPolicy := `"3/1m fixed_window";q=3;w=60, "100/1d fixed_window";q=100;w=86400`
+		if got := w.Header().Get("RateLimit-Policy"); got != wantPolicy {
+			t.Errorf("RateLimit-Policy = %q, want %q", got, wantPolicy)
+		}
+		// 45 s left in the minute, 23h59m45s = 86385 s left in the day.
+		wantRL := `"3/1m fixed_window";r=2;t=45, "100/1d fixed_window";r=99;t=86385`
+		if got := w.Header().Get("RateLimit"); got != wantRL {
+			t.Errorf("RateLimit = %q, want %q", got, wantRL)
+		}
+		// The binding policy of an allowed request is the one with the fewest
+		// remaining.
+		for name, want := range map[string]string{"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset": "45"} {
+			if got := w.Header().Get(name); got != want {
+				t.Errorf("%s = %q, want %q", name, got, want)
+			}
+		}
+		if got := w.Header().Get("Retry-After"); got != "" {
+			t.Errorf("Retry-After on an allowed request: %q", got)
+		}
+	})
 }
 
 func TestNamedPoliciesAndQuoting(t *testing.T) {
-	clk := newClock(0)
-	l, _ := newLimiter(t, clk)
-	m := mustNew(t, l, httplimit.WithPolicies(
-		httplimit.Policy{Name: "default", Limit: fixed(100, time.Minute)},
-		httplimit.Policy{Name: `we"ird\`, Limit: ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: 500 * time.Millisecond, Burst: 20}},
-	))
-	w := get(m.Handler(new(ok)), client, "/", nil)
-	// A sub-second period is advertised as w=1: w is whole seconds, rounded up.
-	wantPolicy := `"default";q=100;w=60, "we\"ird\\";q=20;w=1`
-	if got := w.Header().Get("RateLimit-Policy"); got != wantPolicy {
-		t.Errorf("RateLimit-Policy = %q, want %q", got, wantPolicy)
-	}
-	got := w.Header().Get("RateLimit")
-	if !strings.HasPrefix(got, `"default";r=99;t=60, "we\"ird\\";r=19;t=`) {
-		t.Errorf("RateLimit = %q", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newLimiter(t, 0)
+		m := mustNew(t, l, httplimit.WithPolicies(
+			httplimit.Policy{Name: "default", Limit: fixed(100, time.Minute)},
+			httplimit.Policy{Name: `we"ird\`, Limit: ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: 500 * time.Millisecond, Burst: 20}},
+		))
+		w := get(m.Handler(new(ok)), client, "/", nil)
+		// A sub-second period is advertised as w=1: w is whole seconds, rounded up.
+		wantPolicy := `"default";q=100;w=60, "we\"ird\\";q=20;w=1`
+		if got := w.Header().Get("RateLimit-Policy"); got != wantPolicy {
+			t.Errorf("RateLimit-Policy = %q, want %q", got, wantPolicy)
+		}
+		got := w.Header().Get("RateLimit")
+		if !strings.HasPrefix(got, `"default";r=99;t=60, "we\"ird\\";r=19;t=`) {
+			t.Errorf("RateLimit = %q", got)
+		}
+	})
 }
 
 func TestHeaderSelection(t *testing.T) {
@@ -81,46 +84,48 @@ func TestHeaderSelection(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l, _ := newLimiter(t, newClock(0))
-			h := mustNew(t, l, httplimit.WithLimits(lim), httplimit.WithHeaders(tc.set)).Handler(new(ok))
-			w := get(h, client, "/", nil)
-			for _, n := range tc.present {
-				if w.Header().Get(n) == "" {
-					t.Errorf("%s missing", n)
+			synctest.Test(t, func(t *testing.T) {
+				l, _ := newLimiter(t, 0)
+				h := mustNew(t, l, httplimit.WithLimits(lim), httplimit.WithHeaders(tc.set)).Handler(new(ok))
+				w := get(h, client, "/", nil)
+				for _, n := range tc.present {
+					if w.Header().Get(n) == "" {
+						t.Errorf("%s missing", n)
+					}
 				}
-			}
-			for _, n := range tc.absent {
-				if v := w.Header().Get(n); v != "" {
-					t.Errorf("%s = %q, want absent", n, v)
+				for _, n := range tc.absent {
+					if v := w.Header().Get(n); v != "" {
+						t.Errorf("%s = %q, want absent", n, v)
+					}
 				}
-			}
-			// Retry-After is sent on a rejection whatever the set.
-			for range 5 {
-				get(h, client, "/", nil)
-			}
-			if w := get(h, client, "/", nil); w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "60" {
-				t.Errorf("rejection: status %d, Retry-After %q; want 429, 60", w.Code, w.Header().Get("Retry-After"))
-			}
+				// Retry-After is sent on a rejection whatever the set.
+				for range 5 {
+					get(h, client, "/", nil)
+				}
+				if w := get(h, client, "/", nil); w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "60" {
+					t.Errorf("rejection: status %d, Retry-After %q; want 429, 60", w.Code, w.Header().Get("Retry-After"))
+				}
+			})
 		})
 	}
 }
 
 func TestXRateLimitResetUnix(t *testing.T) {
-	l, _ := newLimiter(t, newClock(20*time.Second))
-	h := mustNew(t, l, httplimit.WithLimits(fixed(5, time.Minute)),
-		httplimit.WithHeaders(httplimit.XRateLimitHeaders|httplimit.XRateLimitResetUnix)).Handler(new(ok))
-	before := time.Now()
-	w := get(h, client, "/", nil)
-	after := time.Now()
-	// The window ends 40 s after the store's (fake) now; the Unix form adds
-	// those 40 s to this server's real clock.
-	got, err := strconv.ParseInt(w.Header().Get("X-RateLimit-Reset"), 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lo, hi := before.Add(40*time.Second).Unix(), after.Add(40*time.Second).Unix(); got < lo || got > hi {
-		t.Errorf("X-RateLimit-Reset = %d, want within [%d, %d]", got, lo, hi)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newLimiter(t, 20*time.Second)
+		h := mustNew(t, l, httplimit.WithLimits(fixed(5, time.Minute)),
+			httplimit.WithHeaders(httplimit.XRateLimitHeaders|httplimit.XRateLimitResetUnix)).Handler(new(ok))
+		w := get(h, client, "/", nil)
+		// The window ends 40 s after the store's now; the Unix form adds
+		// those 40 s to this server's clock (here both the bubble's).
+		got, err := strconv.ParseInt(w.Header().Get("X-RateLimit-Reset"), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := epoch.Add(time.Minute).Unix(); got != want {
+			t.Errorf("X-RateLimit-Reset = %d, want %d, the end of the minute", got, want)
+		}
+	})
 }
 
 func TestRetryAfterRoundsUp(t *testing.T) {
@@ -136,322 +141,347 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.at.String(), func(t *testing.T) {
-			clk := newClock(tc.at)
-			l, _ := newLimiter(t, clk)
-			h := mustNew(t, l, httplimit.WithLimits(fixed(1, time.Minute))).Handler(new(ok))
-			if w := get(h, client, "/", nil); w.Code != http.StatusOK {
-				t.Fatalf("first request: %d", w.Code)
-			}
-			w := get(h, client, "/", nil)
-			if w.Code != http.StatusTooManyRequests {
-				t.Fatalf("second request: %d, want 429", w.Code)
-			}
-			if got := w.Header().Get("Retry-After"); got != tc.want {
-				t.Errorf("Retry-After = %q, want %q", got, tc.want)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				l, _ := newLimiter(t, tc.at)
+				h := mustNew(t, l, httplimit.WithLimits(fixed(1, time.Minute))).Handler(new(ok))
+				if w := get(h, client, "/", nil); w.Code != http.StatusOK {
+					t.Fatalf("first request: %d", w.Code)
+				}
+				w := get(h, client, "/", nil)
+				if w.Code != http.StatusTooManyRequests {
+					t.Fatalf("second request: %d, want 429", w.Code)
+				}
+				if got := w.Header().Get("Retry-After"); got != tc.want {
+					t.Errorf("Retry-After = %q, want %q", got, tc.want)
+				}
+			})
 		})
 	}
 }
 
 func TestRejectionProblemBody(t *testing.T) {
-	clk := newClock(30 * time.Second)
-	l, _ := newLimiter(t, clk)
-	var infos []httplimit.Info
-	next := new(ok)
-	h := mustNew(t, l,
-		httplimit.WithPolicies(httplimit.Policy{Name: "per-minute", Limit: fixed(2, time.Minute)}, httplimit.Policy{Name: "per-day", Limit: fixed(1000, 24*time.Hour)}),
-		httplimit.WithOnLimit(func(_ *http.Request, i httplimit.Info) { infos = append(infos, i) }),
-	).Handler(next)
-	get(h, client, "/", nil)
-	get(h, client, "/", nil)
-	w := get(h, client, "/", nil)
-	if w.Code != http.StatusTooManyRequests {
-		t.Fatalf("status %d, want 429", w.Code)
-	}
-	if next.calls() != 2 {
-		t.Errorf("next handler called %d times, want 2", next.calls())
-	}
-	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
-		t.Errorf("Content-Type = %q", ct)
-	}
-	var p map[string]any
-	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
-		t.Fatalf("body %q: %v", w.Body.String(), err)
-	}
-	want := map[string]any{
-		"type":        "about:blank",
-		"title":       "Too Many Requests",
-		"status":      float64(429),
-		"detail":      `Rate limit "per-minute" exceeded; retry in 30 s.`,
-		"retry_after": float64(30),
-	}
-	for k, v := range want {
-		if p[k] != v {
-			t.Errorf("body[%q] = %v, want %v", k, p[k], v)
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newLimiter(t, 30*time.Second)
+		var infos []httplimit.Info
+		next := new(ok)
+		h := mustNew(t, l,
+			httplimit.WithPolicies(httplimit.Policy{Name: "per-minute", Limit: fixed(2, time.Minute)}, httplimit.Policy{Name: "per-day", Limit: fixed(1000, 24*time.Hour)}),
+			httplimit.WithOnLimit(func(_ *http.Request, i httplimit.Info) { infos = append(infos, i) }),
+		).Handler(next)
+		get(h, client, "/", nil)
+		get(h, client, "/", nil)
+		w := get(h, client, "/", nil)
+		if w.Code != http.StatusTooManyRequests {
+			t.Fatalf("status %d, want 429", w.Code)
 		}
-	}
-	if len(p) != len(want) {
-		t.Errorf("body has members %v, want exactly %v", p, want)
-	}
-	if got := w.Header().Get("Retry-After"); got != "30" {
-		t.Errorf("Retry-After = %q, want 30", got)
-	}
-	// A denied multi-limit check consumes from no limit: the day still has 998.
-	if got := w.Header().Get("RateLimit"); got != `"per-minute";r=0;t=30, "per-day";r=998;t=86370` {
-		t.Errorf("RateLimit = %q", got)
-	}
-	if len(infos) != 1 || infos[0].Rule != "default" || infos[0].Key != "default|ip:198.51.100.7" || infos[0].Shadow || infos[0].Decision.Allowed {
-		t.Errorf("OnLimit infos = %+v", infos)
-	}
+		if next.calls() != 2 {
+			t.Errorf("next handler called %d times, want 2", next.calls())
+		}
+		if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+			t.Errorf("Content-Type = %q", ct)
+		}
+		var p map[string]any
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+			t.Fatalf("body %q: %v", w.Body.String(), err)
+		}
+		want := map[string]any{
+			"type":        "about:blank",
+			"title":       "Too Many Requests",
+			"status":      float64(429),
+			"detail":      `Rate limit "per-minute" exceeded; retry in 30 s.`,
+			"retry_after": float64(30),
+		}
+		for k, v := range want {
+			if p[k] != v {
+				t.Errorf("body[%q] = %v, want %v", k, p[k], v)
+			}
+		}
+		if len(p) != len(want) {
+			t.Errorf("body has members %v, want exactly %v", p, want)
+		}
+		if got := w.Header().Get("Retry-After"); got != "30" {
+			t.Errorf("Retry-After = %q, want 30", got)
+		}
+		// A denied multi-limit check consumes from no limit: the day still has 998.
+		if got := w.Header().Get("RateLimit"); got != `"per-minute";r=0;t=30, "per-day";r=998;t=86370` {
+			t.Errorf("RateLimit = %q", got)
+		}
+		if len(infos) != 1 || infos[0].Rule != "default" || infos[0].Key != "default|ip:198.51.100.7" || infos[0].Shadow || infos[0].Decision.Allowed {
+			t.Errorf("OnLimit infos = %+v", infos)
+		}
+	})
 }
 
 func TestCustomDeniedHandler(t *testing.T) {
-	l, _ := newLimiter(t, newClock(0))
-	h := mustNew(t, l, httplimit.WithLimits(fixed(1, time.Minute)),
-		httplimit.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, info httplimit.Info) {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte("slow down, " + info.Policies[0].Name))
-		})).Handler(new(ok))
-	get(h, client, "/", nil)
-	w := get(h, client, "/", nil)
-	if w.Code != http.StatusServiceUnavailable || w.Body.String() != "slow down, 1/1m fixed_window" {
-		t.Errorf("got %d %q", w.Code, w.Body.String())
-	}
-	if w.Header().Get("Retry-After") != "60" || w.Header().Get("RateLimit") == "" {
-		t.Errorf("headers not set before the custom handler: %v", w.Header())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newLimiter(t, 0)
+		h := mustNew(t, l, httplimit.WithLimits(fixed(1, time.Minute)),
+			httplimit.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, info httplimit.Info) {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte("slow down, " + info.Policies[0].Name))
+			})).Handler(new(ok))
+		get(h, client, "/", nil)
+		w := get(h, client, "/", nil)
+		if w.Code != http.StatusServiceUnavailable || w.Body.String() != "slow down, 1/1m fixed_window" {
+			t.Errorf("got %d %q", w.Code, w.Body.String())
+		}
+		if w.Header().Get("Retry-After") != "60" || w.Header().Get("RateLimit") == "" {
+			t.Errorf("headers not set before the custom handler: %v", w.Header())
+		}
+	})
 }
 
 func TestShadowModeNeverBlocks(t *testing.T) {
-	l, _ := newLimiter(t, newClock(0))
-	log, logBuf := newLogger()
-	var shadowed int
-	next := new(ok)
-	h := mustNew(t, l, httplimit.WithLimits(fixed(2, time.Minute)), httplimit.WithShadow(true), httplimit.WithLogger(log),
-		httplimit.WithOnLimit(func(_ *http.Request, i httplimit.Info) {
-			if !i.Shadow || i.Decision.Allowed {
-				t.Errorf("OnLimit in shadow mode: %+v", i)
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newLimiter(t, 0)
+		log, logBuf := newLogger()
+		var shadowed int
+		next := new(ok)
+		h := mustNew(t, l, httplimit.WithLimits(fixed(2, time.Minute)), httplimit.WithShadow(true), httplimit.WithLogger(log),
+			httplimit.WithOnLimit(func(_ *http.Request, i httplimit.Info) {
+				if !i.Shadow || i.Decision.Allowed {
+					t.Errorf("OnLimit in shadow mode: %+v", i)
+				}
+				shadowed++
+			})).Handler(next)
+		for i := range 5 {
+			w := get(h, client, "/", nil)
+			if w.Code != http.StatusOK {
+				t.Fatalf("request %d: status %d, want 200 in shadow mode", i, w.Code)
 			}
-			shadowed++
-		})).Handler(next)
-	for i := range 5 {
-		w := get(h, client, "/", nil)
-		if w.Code != http.StatusOK {
-			t.Fatalf("request %d: status %d, want 200 in shadow mode", i, w.Code)
+			wantR := strconv.Itoa(max(1-i, 0))
+			if got := w.Header().Get("X-RateLimit-Remaining"); got != wantR {
+				t.Errorf("request %d: X-RateLimit-Remaining = %q, want %q", i, got, wantR)
+			}
+			if got := w.Header().Get("Retry-After"); got != "" {
+				t.Errorf("request %d: Retry-After %q in shadow mode", i, got)
+			}
 		}
-		wantR := strconv.Itoa(max(1-i, 0))
-		if got := w.Header().Get("X-RateLimit-Remaining"); got != wantR {
-			t.Errorf("request %d: X-RateLimit-Remaining = %q, want %q", i, got, wantR)
+		if next.calls() != 5 || shadowed != 3 {
+			t.Errorf("next called %d times (want 5), OnLimit %d (want 3)", next.calls(), shadowed)
 		}
-		if got := w.Header().Get("Retry-After"); got != "" {
-			t.Errorf("request %d: Retry-After %q in shadow mode", i, got)
+		// Three over-limit requests within a second: one log line (at most one
+		// a second, so a flood cannot flood the log), counting the first.
+		if n := strings.Count(logBuf.String(), "shadow mode"); n != 1 || !strings.Contains(logBuf.String(), "requests=1") {
+			t.Errorf("%d shadow log lines, want 1 with requests=1:\n%s", n, logBuf.String())
 		}
-	}
-	if next.calls() != 5 || shadowed != 3 {
-		t.Errorf("next called %d times (want 5), OnLimit %d (want 3)", next.calls(), shadowed)
-	}
-	// Three over-limit requests within a second: one log line (at most one
-	// a second, so a flood cannot flood the log), counting the first.
-	if n := strings.Count(logBuf.String(), "shadow mode"); n != 1 || !strings.Contains(logBuf.String(), "requests=1") {
-		t.Errorf("%d shadow log lines, want 1 with requests=1:\n%s", n, logBuf.String())
-	}
-	if !strings.Contains(logBuf.String(), `policy="2/1m fixed_window"`) {
-		t.Errorf("log does not name the policy:\n%s", logBuf.String())
-	}
+		if !strings.Contains(logBuf.String(), `policy="2/1m fixed_window"`) {
+			t.Errorf("log does not name the policy:\n%s", logBuf.String())
+		}
+	})
 }
 
 func TestSkipIsNotCounted(t *testing.T) {
-	l, _ := newLimiter(t, newClock(0))
-	next := new(ok)
-	h := mustNew(t, l, httplimit.WithLimits(fixed(1, time.Minute)),
-		httplimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" })).Handler(next)
-	for range 10 {
-		w := get(h, client, "/healthz", nil)
-		if w.Code != http.StatusOK || w.Header().Get("RateLimit") != "" {
-			t.Fatalf("skipped request: %d, headers %v", w.Code, w.Header())
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newLimiter(t, 0)
+		next := new(ok)
+		h := mustNew(t, l, httplimit.WithLimits(fixed(1, time.Minute)),
+			httplimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" })).Handler(next)
+		for range 10 {
+			w := get(h, client, "/healthz", nil)
+			if w.Code != http.StatusOK || w.Header().Get("RateLimit") != "" {
+				t.Fatalf("skipped request: %d, headers %v", w.Code, w.Header())
+			}
 		}
-	}
-	if w := get(h, client, "/api", nil); w.Code != http.StatusOK || w.Header().Get("X-RateLimit-Remaining") != "0" {
-		t.Fatalf("first counted request: %d %v", w.Code, w.Header())
-	}
-	if w := get(h, client, "/api", nil); w.Code != http.StatusTooManyRequests {
-		t.Fatalf("second counted request: %d, want 429", w.Code)
-	}
-	if next.calls() != 11 {
-		t.Errorf("next called %d times, want 11", next.calls())
-	}
+		if w := get(h, client, "/api", nil); w.Code != http.StatusOK || w.Header().Get("X-RateLimit-Remaining") != "0" {
+			t.Fatalf("first counted request: %d %v", w.Code, w.Header())
+		}
+		if w := get(h, client, "/api", nil); w.Code != http.StatusTooManyRequests {
+			t.Fatalf("second counted request: %d, want 429", w.Code)
+		}
+		if next.calls() != 11 {
+			t.Errorf("next called %d times, want 11", next.calls())
+		}
+	})
 }
 
 func TestPerRouteRules(t *testing.T) {
-	l, _ := newLimiter(t, newClock(0))
-	var keys []string
-	_, err := httplimit.New(l, httplimit.WithRule(httplimit.Rule{Name: "public", Match: func(*http.Request) bool { return true }}))
-	if !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), "Rule.Policies") {
-		t.Fatalf("rule without policies: %v", err)
-	}
-
-	m := mustNew(t, l,
-		httplimit.WithRule(httplimit.Rule{
-			Name:     "upload",
-			Match:    func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/upload") },
-			Policies: []httplimit.Policy{{Name: "uploads", Limit: fixed(1, time.Minute)}},
-		}),
-		httplimit.WithRule(httplimit.Rule{
-			Name:     "static",
-			Match:    func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/static") },
-			Policies: []httplimit.Policy{{Name: "static", Limit: fixed(3, time.Minute)}},
-		}),
-		httplimit.WithLimits(fixed(2, time.Minute)),
-		httplimit.WithOnLimit(func(_ *http.Request, i httplimit.Info) { keys = append(keys, i.Key) }),
-	)
-	hh := m.Handler(new(ok))
-	codes := func(path string, n int) string {
-		var s []string
-		for range n {
-			s = append(s, strconv.Itoa(get(hh, client, path, nil).Code))
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newLimiter(t, 0)
+		var keys []string
+		_, err := httplimit.New(l, httplimit.WithRule(httplimit.Rule{Name: "public", Match: func(*http.Request) bool { return true }}))
+		if !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), "Rule.Policies") {
+			t.Fatalf("rule without policies: %v", err)
 		}
-		return strings.Join(s, ",")
-	}
-	// Each rule has its own counter for the same client, even with the
-	// same algorithm and period.
-	if got := codes("/upload/a", 2); got != "200,429" {
-		t.Errorf("upload: %s", got)
-	}
-	if got := codes("/static/x", 4); got != "200,200,200,429" {
-		t.Errorf("static: %s", got)
-	}
-	if got := codes("/other", 3); got != "200,200,429" {
-		t.Errorf("default: %s", got)
-	}
-	if w := get(hh, client, "/upload/b", nil); w.Header().Get("RateLimit-Policy") != `"uploads";q=1;w=60` {
-		t.Errorf("upload policy header %q", w.Header().Get("RateLimit-Policy"))
-	}
-	want := "upload|ip:198.51.100.7 static|ip:198.51.100.7 default|ip:198.51.100.7 upload|ip:198.51.100.7"
-	if got := strings.Join(keys, " "); got != want {
-		t.Errorf("keys %q, want %q", got, want)
-	}
 
-	// Without a default rule, unmatched requests are not limited.
-	m2 := mustNew(t, l, httplimit.WithRule(httplimit.Rule{
-		Name:     "only",
-		Match:    func(r *http.Request) bool { return r.Method == http.MethodPost },
-		Policies: []httplimit.Policy{{Limit: fixed(1, time.Minute)}},
-	}))
-	for range 3 {
-		if w := get(m2.Handler(new(ok)), client, "/", nil); w.Code != http.StatusOK || w.Header().Get("RateLimit") != "" {
-			t.Fatalf("unmatched request: %d %v", w.Code, w.Header())
+		m := mustNew(t, l,
+			httplimit.WithRule(httplimit.Rule{
+				Name:     "upload",
+				Match:    func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/upload") },
+				Policies: []httplimit.Policy{{Name: "uploads", Limit: fixed(1, time.Minute)}},
+			}),
+			httplimit.WithRule(httplimit.Rule{
+				Name:     "static",
+				Match:    func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/static") },
+				Policies: []httplimit.Policy{{Name: "static", Limit: fixed(3, time.Minute)}},
+			}),
+			httplimit.WithLimits(fixed(2, time.Minute)),
+			httplimit.WithOnLimit(func(_ *http.Request, i httplimit.Info) { keys = append(keys, i.Key) }),
+		)
+		hh := m.Handler(new(ok))
+		codes := func(path string, n int) string {
+			var s []string
+			for range n {
+				s = append(s, strconv.Itoa(get(hh, client, path, nil).Code))
+			}
+			return strings.Join(s, ",")
 		}
-	}
+		// Each rule has its own counter for the same client, even with the
+		// same algorithm and period.
+		if got := codes("/upload/a", 2); got != "200,429" {
+			t.Errorf("upload: %s", got)
+		}
+		if got := codes("/static/x", 4); got != "200,200,200,429" {
+			t.Errorf("static: %s", got)
+		}
+		if got := codes("/other", 3); got != "200,200,429" {
+			t.Errorf("default: %s", got)
+		}
+		if w := get(hh, client, "/upload/b", nil); w.Header().Get("RateLimit-Policy") != `"uploads";q=1;w=60` {
+			t.Errorf("upload policy header %q", w.Header().Get("RateLimit-Policy"))
+		}
+		want := "upload|ip:198.51.100.7 static|ip:198.51.100.7 default|ip:198.51.100.7 upload|ip:198.51.100.7"
+		if got := strings.Join(keys, " "); got != want {
+			t.Errorf("keys %q, want %q", got, want)
+		}
+
+		// Without a default rule, unmatched requests are not limited.
+		m2 := mustNew(t, l, httplimit.WithRule(httplimit.Rule{
+			Name:     "only",
+			Match:    func(r *http.Request) bool { return r.Method == http.MethodPost },
+			Policies: []httplimit.Policy{{Limit: fixed(1, time.Minute)}},
+		}))
+		for range 3 {
+			if w := get(m2.Handler(new(ok)), client, "/", nil); w.Code != http.StatusOK || w.Header().Get("RateLimit") != "" {
+				t.Fatalf("unmatched request: %d %v", w.Code, w.Header())
+			}
+		}
+	})
 }
 
 func TestCostFunction(t *testing.T) {
-	l, _ := newLimiter(t, newClock(0))
-	cost := func(r *http.Request) (int64, error) {
-		n, err := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
-		if err != nil {
-			return 0, errors.New("bad n")
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newLimiter(t, 0)
+		cost := func(r *http.Request) (int64, error) {
+			n, err := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
+			if err != nil {
+				return 0, errors.New("bad n")
+			}
+			return n, nil
 		}
-		return n, nil
-	}
-	h := mustNew(t, l, httplimit.WithLimits(fixed(10, time.Minute)), httplimit.WithCost(cost)).Handler(new(ok))
-	steps := []struct {
-		n      string
-		status int
-		remain string
-	}{
-		{"4", 200, "6"},
-		{"6", 200, "0"},
-		{"1", 429, "0"},
-		{"0", 200, "0"},   // cost 0 consumes nothing and passes
-		{"11", 400, ""},   // more than the limit could ever admit
-		{"-1", 400, ""},   // negative
-		{"oops", 400, ""}, // the cost function failed
-	}
-	for _, s := range steps {
-		w := get(h, client, "/?n="+s.n, nil)
-		if w.Code != s.status || w.Header().Get("X-RateLimit-Remaining") != s.remain {
-			t.Errorf("n=%s: status %d remaining %q, want %d %q", s.n, w.Code, w.Header().Get("X-RateLimit-Remaining"), s.status, s.remain)
+		h := mustNew(t, l, httplimit.WithLimits(fixed(10, time.Minute)), httplimit.WithCost(cost)).Handler(new(ok))
+		steps := []struct {
+			n      string
+			status int
+			remain string
+		}{
+			{"4", 200, "6"},
+			{"6", 200, "0"},
+			{"1", 429, "0"},
+			{"0", 200, "0"},   // cost 0 consumes nothing and passes
+			{"11", 400, ""},   // more than the limit could ever admit
+			{"-1", 400, ""},   // negative
+			{"oops", 400, ""}, // the cost function failed
 		}
-		if s.status == 400 && (strings.Contains(w.Body.String(), "bad n") || strings.Contains(w.Body.String(), "capacity")) {
-			t.Errorf("n=%s: internal error text leaked: %s", s.n, w.Body.String())
+		for _, s := range steps {
+			w := get(h, client, "/?n="+s.n, nil)
+			if w.Code != s.status || w.Header().Get("X-RateLimit-Remaining") != s.remain {
+				t.Errorf("n=%s: status %d remaining %q, want %d %q", s.n, w.Code, w.Header().Get("X-RateLimit-Remaining"), s.status, s.remain)
+			}
+			if s.status == 400 && (strings.Contains(w.Body.String(), "bad n") || strings.Contains(w.Body.String(), "capacity")) {
+				t.Errorf("n=%s: internal error text leaked: %s", s.n, w.Body.String())
+			}
 		}
-	}
+	})
 }
 
 func TestKeyErrors(t *testing.T) {
-	l, _ := newLimiter(t, newClock(0))
-	next := new(ok)
-	h := mustNew(t, l, httplimit.WithLimits(fixed(10, time.Minute)), httplimit.WithKey(httplimit.Header("X-API-Key"))).Handler(next)
-	w := get(h, client, "/", nil)
-	if w.Code != http.StatusBadRequest || w.Header().Get("Content-Type") != "application/problem+json" {
-		t.Fatalf("missing API key: %d %v", w.Code, w.Header())
-	}
-	if strings.Contains(w.Body.String(), "X-Api-Key") || strings.Contains(w.Body.String(), "ratewarden") {
-		t.Errorf("error text leaked: %s", w.Body.String())
-	}
-	// A key function failing for a reason of its own is a 503, with a fixed text.
-	h = mustNew(t, l, httplimit.WithLimits(fixed(10, time.Minute)),
-		httplimit.WithKey(func(*http.Request) (string, error) { return "", errors.New("db down: secret dsn") })).Handler(next)
-	w = get(h, client, "/", nil)
-	if w.Code != http.StatusServiceUnavailable || strings.Contains(w.Body.String(), "secret") {
-		t.Errorf("failing key function: %d %s", w.Code, w.Body.String())
-	}
-	// An empty key is an invalid key.
-	h = mustNew(t, l, httplimit.WithLimits(fixed(10, time.Minute)), httplimit.WithKey(httplimit.Static(""))).Handler(next)
-	if w := get(h, client, "/", nil); w.Code != http.StatusBadRequest {
-		t.Errorf("empty key: %d", w.Code)
-	}
-	if next.calls() != 0 {
-		t.Errorf("next called %d times", next.calls())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newLimiter(t, 0)
+		next := new(ok)
+		h := mustNew(t, l, httplimit.WithLimits(fixed(10, time.Minute)), httplimit.WithKey(httplimit.Header("X-API-Key"))).Handler(next)
+		w := get(h, client, "/", nil)
+		if w.Code != http.StatusBadRequest || w.Header().Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("missing API key: %d %v", w.Code, w.Header())
+		}
+		if strings.Contains(w.Body.String(), "X-Api-Key") || strings.Contains(w.Body.String(), "ratewarden") {
+			t.Errorf("error text leaked: %s", w.Body.String())
+		}
+		// A key function failing for a reason of its own is a 503, with a fixed text.
+		h = mustNew(t, l, httplimit.WithLimits(fixed(10, time.Minute)),
+			httplimit.WithKey(func(*http.Request) (string, error) { return "", errors.New("db down: secret dsn") })).Handler(next)
+		w = get(h, client, "/", nil)
+		if w.Code != http.StatusServiceUnavailable || strings.Contains(w.Body.String(), "secret") {
+			t.Errorf("failing key function: %d %s", w.Code, w.Body.String())
+		}
+		// An empty key is an invalid key.
+		h = mustNew(t, l, httplimit.WithLimits(fixed(10, time.Minute)), httplimit.WithKey(httplimit.Static(""))).Handler(next)
+		if w := get(h, client, "/", nil); w.Code != http.StatusBadRequest {
+			t.Errorf("empty key: %d", w.Code)
+		}
+		if next.calls() != 0 {
+			t.Errorf("next called %d times", next.calls())
+		}
+	})
 }
 
 // A closed memstore fails every check with ErrStoreUnavailable: a real
 // store error, with no failure policy in between.
 func TestStoreErrorFailsOpenByDefault(t *testing.T) {
-	l, st := newLimiter(t, newClock(0))
-	_ = st.Close()
-	log, logBuf := newLogger()
-	next := new(ok)
-	h := mustNew(t, l, httplimit.WithLimits(fixed(1, time.Minute)), httplimit.WithLogger(log)).Handler(next)
-	for i := range 3 {
-		w := get(h, client, "/", nil)
-		if w.Code != http.StatusOK || w.Header().Get("RateLimit") != "" {
-			t.Fatalf("request %d: %d %v, want 200 without rate limit headers", i, w.Code, w.Header())
+	synctest.Test(t, func(t *testing.T) {
+		l, st := newLimiter(t, 0)
+		_ = st.Close()
+		log, logBuf := newLogger()
+		next := new(ok)
+		h := mustNew(t, l, httplimit.WithLimits(fixed(1, time.Minute)), httplimit.WithLogger(log)).Handler(next)
+		for i := range 3 {
+			w := get(h, client, "/", nil)
+			if w.Code != http.StatusOK || w.Header().Get("RateLimit") != "" {
+				t.Fatalf("request %d: %d %v, want 200 without rate limit headers", i, w.Code, w.Header())
+			}
 		}
-	}
-	if next.calls() != 3 {
-		t.Errorf("next called %d times", next.calls())
-	}
-	// One line for the burst: the log is limited to one line a second.
-	if n := strings.Count(logBuf.String(), "store failed"); n != 1 {
-		t.Errorf("%d log lines, want 1:\n%s", n, logBuf.String())
-	}
-	if !strings.Contains(logBuf.String(), "fail open") || !strings.Contains(logBuf.String(), "memstore: store is closed") {
-		t.Errorf("log line lacks the action or the cause:\n%s", logBuf.String())
-	}
+		if next.calls() != 3 {
+			t.Errorf("next called %d times", next.calls())
+		}
+		// One line for the burst: the log is limited to one line a second.
+		if n := strings.Count(logBuf.String(), "store failed"); n != 1 {
+			t.Errorf("%d log lines, want 1:\n%s", n, logBuf.String())
+		}
+		if !strings.Contains(logBuf.String(), "fail open") || !strings.Contains(logBuf.String(), "memstore: store is closed") {
+			t.Errorf("log line lacks the action or the cause:\n%s", logBuf.String())
+		}
+	})
 }
 
 func TestStoreErrorFailClosed(t *testing.T) {
-	l, st := newLimiter(t, newClock(0))
-	_ = st.Close()
-	log, _ := newLogger()
-	next := new(ok)
-	h := mustNew(t, l, httplimit.WithLimits(fixed(1, time.Minute)), httplimit.WithLogger(log), httplimit.WithFailClosed(true)).Handler(next)
-	w := get(h, client, "/", nil)
-	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Content-Type") != "application/problem+json" {
-		t.Fatalf("status %d %v, want 503 problem", w.Code, w.Header())
-	}
-	if strings.Contains(w.Body.String(), "memstore") || strings.Contains(w.Body.String(), "closed") {
-		t.Errorf("internal error leaked to the client: %s", w.Body.String())
-	}
-	if next.calls() != 0 {
-		t.Errorf("next called %d times", next.calls())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		l, st := newLimiter(t, 0)
+		_ = st.Close()
+		log, _ := newLogger()
+		next := new(ok)
+		h := mustNew(t, l, httplimit.WithLimits(fixed(1, time.Minute)), httplimit.WithLogger(log), httplimit.WithFailClosed(true)).Handler(next)
+		w := get(h, client, "/", nil)
+		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("status %d %v, want 503 problem", w.Code, w.Header())
+		}
+		if strings.Contains(w.Body.String(), "memstore") || strings.Contains(w.Body.String(), "closed") {
+			t.Errorf("internal error leaked to the client: %s", w.Body.String())
+		}
+		if next.calls() != 0 {
+			t.Errorf("next called %d times", next.calls())
+		}
+	})
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	l, _ := newLimiter(t, newClock(0))
+	st, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratewarden.New(st)
+	if err != nil {
+		t.Fatal(err)
+	}
 	good := httplimit.WithLimits(fixed(1, time.Minute))
 	cases := []struct {
 		name   string

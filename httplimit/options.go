@@ -8,22 +8,70 @@ import (
 	"github.com/ratewarden/ratewarden"
 )
 
-// An Option configures a Middleware.
-type Option func(*config) error
+// An Option configures a Middleware; pass options to New, which
+// validates what they collected.
+type Option func(*config)
 
+// config is what the options collect, on top of the defaults New starts
+// from; New validates it. A function option given nil is kept as nil, so
+// that New can name it.
 type config struct {
-	rules       []Rule
-	defaultRule *Rule
-	key         KeyFunc
-	cost        CostFunc
-	skip        func(*http.Request) bool
-	shadow      bool
-	headers     HeaderSet
-	denied      DeniedFunc
-	onErr       ErrorFunc
-	onLimit     func(*http.Request, Info)
-	failClosed  bool
-	log         *slog.Logger
+	rules        []Rule
+	defaultRules []Rule // WithLimits and WithPolicies: at most one
+	key          KeyFunc
+	cost         CostFunc
+	skip         func(*http.Request) bool
+	shadow       bool
+	headers      HeaderSet
+	denied       DeniedFunc
+	onErr        ErrorFunc
+	onLimit      func(*http.Request, Info)
+	failClosed   bool
+	log          *slog.Logger
+}
+
+// defaults is the config before any option: see New.
+func defaults() config {
+	key, _ := ClientIP(IPConfig{}) // the zero IPConfig is valid
+	return config{
+		key:     key,
+		cost:    unitCost,
+		skip:    noSkip,
+		headers: DraftHeaders | XRateLimitHeaders,
+		denied:  ProblemDenied,
+		onErr:   ProblemError,
+		log:     slog.Default(),
+	}
+}
+
+func unitCost(*http.Request) (int64, error) { return 1, nil }
+
+func noSkip(*http.Request) bool { return false }
+
+// validate names the first option given a value it cannot use.
+func (c *config) validate() error {
+	var msg string
+	switch {
+	case len(c.defaultRules) > 1:
+		msg = "WithLimits/WithPolicies given twice"
+	case c.key == nil:
+		msg = "WithKey: key function must not be nil"
+	case c.cost == nil:
+		msg = "WithCost: cost function must not be nil"
+	case c.skip == nil:
+		msg = "WithSkip: skip function must not be nil"
+	case c.headers >= XRateLimitResetUnix<<1:
+		msg = fmt.Sprintf("WithHeaders: unknown header bits %#x", uint8(c.headers))
+	case c.denied == nil:
+		msg = "WithDeniedHandler: handler must not be nil"
+	case c.onErr == nil:
+		msg = "WithErrorHandler: handler must not be nil"
+	case c.log == nil:
+		msg = "WithLogger: logger must not be nil"
+	default:
+		return nil
+	}
+	return fmt.Errorf("httplimit: %s: %w", msg, ratewarden.ErrInvalidConfig)
 }
 
 // A CostFunc returns how many units a request consumes (its weight), for
@@ -58,12 +106,8 @@ func WithLimits(limits ...ratewarden.Limit) Option {
 // WithPolicies is WithLimits with policy names of your choice.
 func WithPolicies(policies ...Policy) Option {
 	ps := append([]Policy(nil), policies...)
-	return func(c *config) error {
-		if c.defaultRule != nil {
-			return fmt.Errorf("httplimit: WithLimits/WithPolicies given twice: %w", ratewarden.ErrInvalidConfig)
-		}
-		c.defaultRule = &Rule{Name: DefaultRuleName, Policies: ps}
-		return nil
+	return func(c *config) {
+		c.defaultRules = append(c.defaultRules, Rule{Name: DefaultRuleName, Policies: ps})
 	}
 }
 
@@ -72,46 +116,25 @@ func WithPolicies(policies ...Policy) Option {
 // default rule (WithLimits) comes last. A request no rule matches is not
 // limited.
 func WithRule(r Rule) Option {
-	return func(c *config) error {
-		c.rules = append(c.rules, r)
-		return nil
-	}
+	return func(c *config) { c.rules = append(c.rules, r) }
 }
 
 // WithKey sets how requests are keyed; default: ClientIP with no trusted
 // proxies (the TCP peer's address).
 func WithKey(fn KeyFunc) Option {
-	return func(c *config) error {
-		if fn == nil {
-			return fmt.Errorf("httplimit: WithKey: key function must not be nil: %w", ratewarden.ErrInvalidConfig)
-		}
-		c.key = fn
-		return nil
-	}
+	return func(c *config) { c.key = fn }
 }
 
 // WithCost sets the weight of each request; default 1.
 func WithCost(fn CostFunc) Option {
-	return func(c *config) error {
-		if fn == nil {
-			return fmt.Errorf("httplimit: WithCost: cost function must not be nil: %w", ratewarden.ErrInvalidConfig)
-		}
-		c.cost = fn
-		return nil
-	}
+	return func(c *config) { c.cost = fn }
 }
 
 // WithSkip exempts the requests for which fn reports true (health checks,
 // an allowlist of partners): they pass without being counted and get no
 // rate limit headers.
 func WithSkip(fn func(*http.Request) bool) Option {
-	return func(c *config) error {
-		if fn == nil {
-			return fmt.Errorf("httplimit: WithSkip: skip function must not be nil: %w", ratewarden.ErrInvalidConfig)
-		}
-		c.skip = fn
-		return nil
-	}
+	return func(c *config) { c.skip = fn }
 }
 
 // WithShadow turns shadow (dry-run) mode on or off. In shadow mode every
@@ -121,10 +144,7 @@ func WithSkip(fn func(*http.Request) bool) Option {
 // line) but passed to the next handler: a way to try a limit on
 // production traffic before enforcing it. Retry-After is not sent.
 func WithShadow(on bool) Option {
-	return func(c *config) error {
-		c.shadow = on
-		return nil
-	}
+	return func(c *config) { c.shadow = on }
 }
 
 // HeaderSet selects the rate limit response headers. Retry-After is always
@@ -156,47 +176,26 @@ const (
 // WithHeaders selects the rate limit headers; default DraftHeaders |
 // XRateLimitHeaders. WithHeaders(0) sends none but Retry-After.
 func WithHeaders(h HeaderSet) Option {
-	return func(c *config) error {
-		if h >= XRateLimitResetUnix<<1 {
-			return fmt.Errorf("httplimit: WithHeaders: unknown header bits %#x: %w", uint8(h), ratewarden.ErrInvalidConfig)
-		}
-		c.headers = h
-		return nil
-	}
+	return func(c *config) { c.headers = h }
 }
 
 // WithDeniedHandler replaces the response to a request over the limit;
 // default ProblemDenied.
 func WithDeniedHandler(fn DeniedFunc) Option {
-	return func(c *config) error {
-		if fn == nil {
-			return fmt.Errorf("httplimit: WithDeniedHandler: handler must not be nil: %w", ratewarden.ErrInvalidConfig)
-		}
-		c.denied = fn
-		return nil
-	}
+	return func(c *config) { c.denied = fn }
 }
 
 // WithErrorHandler replaces the response to a request the middleware
 // could not decide; default ProblemError.
 func WithErrorHandler(fn ErrorFunc) Option {
-	return func(c *config) error {
-		if fn == nil {
-			return fmt.Errorf("httplimit: WithErrorHandler: handler must not be nil: %w", ratewarden.ErrInvalidConfig)
-		}
-		c.onErr = fn
-		return nil
-	}
+	return func(c *config) { c.onErr = fn }
 }
 
 // WithOnLimit registers fn to be told of every request over the limit,
 // including those shadow mode lets pass (for metrics or audit logs). It
 // runs on the request's goroutine before the response is written.
 func WithOnLimit(fn func(r *http.Request, info Info)) Option {
-	return func(c *config) error {
-		c.onLimit = fn
-		return nil
-	}
+	return func(c *config) { c.onLimit = fn }
 }
 
 // WithFailClosed decides what happens when the Limiter returns a store
@@ -207,20 +206,11 @@ func WithOnLimit(fn func(r *http.Request, info Info)) Option {
 // the request gets the error handler's response (503 Service Unavailable
 // by default). Either way the error's text never reaches the client.
 func WithFailClosed(on bool) Option {
-	return func(c *config) error {
-		c.failClosed = on
-		return nil
-	}
+	return func(c *config) { c.failClosed = on }
 }
 
 // WithLogger sets the logger for store errors and shadow-mode denials;
 // default slog.Default().
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
-		if l == nil {
-			return fmt.Errorf("httplimit: WithLogger: logger must not be nil: %w", ratewarden.ErrInvalidConfig)
-		}
-		c.log = l
-		return nil
-	}
+	return func(c *config) { c.log = l }
 }

@@ -5,94 +5,11 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/ratewarden/ratewarden"
 )
 
-// setHeaders writes the selected rate limit headers for d. The values are
-// built in one buffer and one string, and the header slices share one
-// backing array: three allocations for five headers.
-func (m *Middleware) setHeaders(h http.Header, ru *rule, d ratewarden.Decision) {
-	if m.headers&(DraftHeaders|XRateLimitHeaders) == 0 {
-		return
-	}
-	var arr [192]byte
-	buf := arr[:0]
-	var ends [4]int
-	if m.headers&DraftHeaders != 0 {
-		for i, res := range d.Results {
-			if i > 0 {
-				buf = append(buf, ", "...)
-			}
-			buf = append(buf, ru.quoted[i]...)
-			buf = append(buf, ";r="...)
-			buf = strconv.AppendInt(buf, res.Remaining, 10)
-			buf = append(buf, ";t="...)
-			buf = strconv.AppendInt(buf, ceilSeconds(res.ResetAfter), 10)
-		}
-	}
-	ends[0] = len(buf)
-	if m.headers&XRateLimitHeaders != 0 {
-		b := d.Binding()
-		reset := ceilSeconds(b.ResetAfter)
-		if m.headers&XRateLimitResetUnix != 0 {
-			reset = m.now().Add(time.Duration(reset) * time.Second).Unix()
-		}
-		buf = strconv.AppendInt(buf, b.Limit.Capacity(), 10)
-		ends[1] = len(buf)
-		buf = strconv.AppendInt(buf, b.Remaining, 10)
-		ends[2] = len(buf)
-		buf = strconv.AppendInt(buf, reset, 10)
-		ends[3] = len(buf)
-	}
-	s := string(buf)
-	vals := make([]string, 5)
-	if m.headers&DraftHeaders != 0 {
-		vals[0], vals[1] = ru.policyValue, s[:ends[0]]
-		h["Ratelimit-Policy"] = vals[0:1:1]
-		h["Ratelimit"] = vals[1:2:2]
-	}
-	if m.headers&XRateLimitHeaders != 0 {
-		vals[2], vals[3], vals[4] = s[ends[0]:ends[1]], s[ends[1]:ends[2]], s[ends[2]:ends[3]]
-		h["X-Ratelimit-Limit"] = vals[2:3:3]
-		h["X-Ratelimit-Remaining"] = vals[3:4:4]
-		h["X-Ratelimit-Reset"] = vals[4:5:5]
-	}
-}
-
-// ceilSeconds is d in whole seconds, rounded up: a client that waits that
-// long is never early.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// retryAfterSeconds is the Retry-After value for a denial: at least 1, as
-// "0" would invite an immediate retry that is still denied.
-func retryAfterSeconds(b ratewarden.Result) int64 {
-	return max(ceilSeconds(b.RetryAfter), 1)
-}
-
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-// sfString formats s as a Structured Field String (RFC 9651 section
-// 3.3.3); s is printable ASCII (validated when the rule is compiled).
-func sfString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-	b.WriteByte('"')
-	return b.String()
-}
 
 // Problem is an RFC 9457 problem details object, as the default handlers
 // write it with Content-Type application/problem+json.
