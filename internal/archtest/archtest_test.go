@@ -240,9 +240,9 @@ func TestOnlyImports(t *testing.T) {
 }
 
 // TestArrowsPointOneWay: root <- internal/algo <- stores <- decorators <-
-// edges. No package of a group imports, directly or through others, a
-// package of a group further out, and the library imports neither of the
-// other two modules.
+// the stack assembly <- edges. No package of a group imports, directly or
+// through others, a package of a group further out, and the library
+// imports neither of the other two modules.
 func TestArrowsPointOneWay(t *testing.T) {
 	p := load(t)
 	library := func(n string) bool { return !in(n, outside) }
@@ -260,6 +260,7 @@ func TestArrowsPointOneWay(t *testing.T) {
 	}{
 		{"a store imports no decorator, no stack assembly and no edge", p.members(stores), concat(decorators, assembly, edges)},
 		{"a decorator imports no stack assembly and no edge", p.members(decorators), concat(assembly, edges)},
+		{"the stack assembly imports no edge", p.members(assembly), edges},
 		{"the library imports neither the service nor the benchmarks", libraryPkgs, outside},
 	} {
 		for _, from := range r.from {
