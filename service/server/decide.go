@@ -2,157 +2,117 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/nilcheck"
 	"github.com/ratewarden/ratewarden/service/config"
 )
 
-// unit is one store call: Cost units against every one of Limits for one
-// key, decided atomically by the store.
+// unit is one check of a decision: Cost units against every one of Limits
+// for one key, decided atomically.
 type unit struct {
-	req    ratewarden.Request
-	res    []ratewarden.Result
+	key    string
+	limits []ratewarden.Limit
+	cost   int64
 	fp     config.FailurePolicy
 	shadow bool // every limit of the unit is in shadow mode
 	// impossible: the cost exceeds a limit's capacity, so the unit can
-	// never be admitted; it is only peeked (cost 0) to report the state.
+	// never be admitted (Envoy's hits_addend may be larger than a limit);
+	// it is only peeked at cost 0 to report the state, and denied.
 	impossible bool
+	// res is the decision of each limit, after decide.
+	res []ratewarden.Result
 }
 
-func (u *unit) allowed() bool {
-	for _, r := range u.res {
-		if !r.Allowed {
-			return false
-		}
+// limiter returns the Limiter of failure policy fp, built on the first
+// store the backend hands out for it; store calls through it are timed and
+// counted by op and failure policy. A backend failure is a store failure.
+func (s *Server) limiter(fp config.FailurePolicy) (*ratewarden.Limiter, error) {
+	if l, ok := s.limiters.Load(fp); ok {
+		return l.(*ratewarden.Limiter), nil
 	}
-	return true
-}
-
-// errStore marks a store failure (503 / UNAVAILABLE), as opposed to bad
-// input (400 / INVALID_ARGUMENT).
-type errStore struct{ err error }
-
-func (e *errStore) Error() string { return e.err.Error() }
-func (e *errStore) Unwrap() error { return e.err }
-
-// errCanceled marks a store call cut short because the caller gave up
-// (its context was canceled or its deadline passed): not the store's
-// failure, so it is neither counted as a store error nor logged as one.
-type errCanceled struct{ err error }
-
-func (e *errCanceled) Error() string { return "request canceled: " + e.err.Error() }
-func (e *errCanceled) Unwrap() error { return e.err }
-
-// storeFailure classifies the error of a store call made with ctx.
-func storeFailure(ctx context.Context, err error) error {
-	switch {
-	case isInput(err):
-		return err
-	case ctx.Err() != nil:
-		return &errCanceled{ctx.Err()}
-	default:
-		return &errStore{err}
+	st, err := s.backend.Store(fp)
+	if err == nil && nilcheck.Is(st) {
+		err = fmt.Errorf("no store%s", nilcheck.Describe(st))
 	}
+	if err != nil {
+		// %v: whatever the backend's error wraps, this is the store's
+		// failure (503 / UNAVAILABLE), not the caller's input.
+		return nil, fmt.Errorf("server: store for %s: %v: %w", fp, err, ratewarden.ErrStoreUnavailable)
+	}
+	l, err := ratewarden.New(newMeteredStore(st, fp, s.m))
+	if err != nil {
+		return nil, fmt.Errorf("server: limiter for %s: %v: %w", fp, err, ratewarden.ErrStoreUnavailable)
+	}
+	got, _ := s.limiters.LoadOrStore(fp, l)
+	return got.(*ratewarden.Limiter), nil
 }
 
-// decide runs units as one decision.
-//
-// One unit (every limit on one key) is one atomic store call. Several
-// units (different keys) cannot be atomic across keys, so decide first
-// peeks at every unit and, when any non-shadow unit would be denied,
-// stops there: nothing is consumed anywhere. Otherwise it consumes every
-// unit in turn. A race with another request between the peek and the
-// consume can still deny a later unit after earlier ones consumed: best
-// effort across keys, exact per key.
+// decide decides units as one request, through Limiter.AllowKeys: each
+// unit atomic on its key; peeked first and consumed only when every
+// non-shadow unit would be admitted, so a denied request consumes nothing
+// (best effort across keys, exact per key). Units of different failure
+// policies go through their own Limiters (KeyCheck.Via).
 //
 // denied says the request is denied whatever the units say (a limit of 0
-// applies): the units are only peeked, to report their state.
+// applies), and so does an impossible unit that is not shadow: then every
+// unit is only peeked, to report its state. Impossible shadow units are
+// peeked after the decision.
 func (s *Server) decide(ctx context.Context, units []*unit, denied bool) error {
-	if len(units) == 1 && !denied {
-		return s.run(ctx, units[0], false)
-	}
-	for _, u := range units {
-		if err := s.run(ctx, u, true); err != nil {
+	checks := make([]ratewarden.KeyCheck, len(units))
+	for i, u := range units {
+		lim, err := s.limiter(u.fp)
+		if err != nil {
 			return err
 		}
+		checks[i] = ratewarden.KeyCheck{Key: u.key, Limits: u.limits, Cost: u.cost, Shadow: u.shadow, Via: lim}
+		if u.impossible {
+			checks[i].Cost = 0
+			denied = denied || !u.shadow
+		}
 	}
-	if denied {
+	var decided, peekedAfter []int
+	for i, u := range units {
+		if u.impossible && !denied {
+			peekedAfter = append(peekedAfter, i)
+		} else {
+			decided = append(decided, i)
+		}
+	}
+	if err := run(ctx, units, checks, decided, !denied); err != nil {
+		return err
+	}
+	return run(ctx, units, checks, peekedAfter, false)
+}
+
+// run decides the units at idx together, consuming or peeking, and stores
+// their results; an impossible unit's are denied.
+func run(ctx context.Context, units []*unit, checks []ratewarden.KeyCheck, idx []int, consume bool) error {
+	if len(idx) == 0 {
 		return nil
 	}
-	for _, u := range units {
-		if !u.shadow && !u.allowed() {
-			return nil // denied: the peeks are the answer; nothing consumed
-		}
+	cs := make([]ratewarden.KeyCheck, len(idx))
+	for j, i := range idx {
+		cs[j] = checks[i]
 	}
-	for _, u := range units {
-		if err := s.run(ctx, u, false); err != nil {
-			return err
+	lim := cs[0].Via // every check names its Limiter
+	decideKeys := lim.PeekKeys
+	if consume {
+		decideKeys = lim.AllowKeys
+	}
+	d, err := decideKeys(ctx, cs...)
+	if err != nil {
+		return err
+	}
+	for j, i := range idx {
+		u := units[i]
+		u.res = d.Checks[j].Results
+		if u.impossible {
+			for k := range u.res {
+				u.res[k].Allowed = false
+			}
 		}
 	}
 	return nil
-}
-
-// run makes the store call of u.
-func (s *Server) run(ctx context.Context, u *unit, peek bool) error {
-	if u.res == nil {
-		u.res = make([]ratewarden.Result, len(u.req.Limits))
-	}
-	req := u.req
-	req.Peek = peek
-	if u.impossible {
-		req.Cost, req.Peek = 0, true
-	}
-	op := "check"
-	if req.Peek {
-		op = "peek"
-	}
-	if err := ratewarden.ValidateRequest(&req); err != nil {
-		return err
-	}
-	st, err := s.backend.Store(u.fp)
-	if err != nil {
-		return &errStore{fmt.Errorf("store for %s: %w", u.fp, err)}
-	}
-	start := time.Now()
-	err = st.Check(ctx, &req, u.res)
-	s.m.storeDur.WithLabelValues(op, string(u.fp)).Observe(time.Since(start).Seconds())
-	if err != nil {
-		err = storeFailure(ctx, err)
-		if _, ok := err.(*errStore); ok {
-			s.m.storeErrs.WithLabelValues(op, string(u.fp)).Inc()
-		}
-		return err
-	}
-	if u.impossible {
-		for i := range u.res {
-			u.res[i].Allowed = false
-		}
-	}
-	return nil
-}
-
-// reset clears key under limit.
-func (s *Server) reset(ctx context.Context, fp config.FailurePolicy, key string, limit ratewarden.Limit) error {
-	st, err := s.backend.Store(fp)
-	if err != nil {
-		return &errStore{fmt.Errorf("store for %s: %w", fp, err)}
-	}
-	start := time.Now()
-	err = st.Reset(ctx, key, limit)
-	s.m.storeDur.WithLabelValues("reset", string(fp)).Observe(time.Since(start).Seconds())
-	if err != nil {
-		err = storeFailure(ctx, err)
-		if _, ok := err.(*errStore); ok {
-			s.m.storeErrs.WithLabelValues("reset", string(fp)).Inc()
-		}
-		return err
-	}
-	return nil
-}
-
-func isInput(err error) bool {
-	return errors.Is(err, ratewarden.ErrInvalidKey) || errors.Is(err, ratewarden.ErrInvalidLimit) || errors.Is(err, ratewarden.ErrInvalidCost)
 }

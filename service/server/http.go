@@ -242,22 +242,11 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request, peek bool) 
 	if in.Cost != nil {
 		cost = *in.Cost
 	}
-	u := &unit{
-		req:    ratewarden.Request{Key: t.key, Limits: []ratewarden.Limit{t.limit}, Cost: cost},
-		fp:     t.fp,
-		shadow: t.shadow,
-	}
-	var err error
-	if peek {
-		err = s.run(r.Context(), u, true)
-	} else {
-		err = s.decide(r.Context(), []*unit{u}, false)
-	}
+	res, err := s.checkOne(r.Context(), t, cost, peek)
 	if err != nil {
-		s.writeError(w, err)
+		s.writeError(w, r, err)
 		return
 	}
-	res := u.res[0]
 	if !peek {
 		s.m.decision("http", "", t.policy, res, t.shadow)
 	}
@@ -279,11 +268,26 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request, peek bool) 
 	if name == "inline" {
 		name = t.limit.String()
 	}
-	h := w.Header()
-	for _, kv := range rateLimitHeaders([]headerItem{{name: name, res: res}}, !d.Allowed) {
-		h.Set(kv[0], kv[1])
-	}
+	httplimit.NewRenderer(httplimit.DraftHeaders|httplimit.XRateLimitHeaders, httplimit.Policy{Name: name, Limit: t.limit}).
+		Set(w.Header(), ratewarden.Decision{Allowed: d.Allowed, Results: []ratewarden.Result{res}}, !d.Allowed)
 	writeJSON(w, http.StatusOK, d)
+}
+
+// checkOne checks, or peeks, cost units of t through the Limiter of its
+// failure policy: one store call.
+func (s *Server) checkOne(ctx context.Context, t target, cost int64, peek bool) (ratewarden.Result, error) {
+	lim, err := s.limiter(t.fp)
+	if err != nil {
+		return ratewarden.Result{}, err
+	}
+	if !peek {
+		return lim.AllowN(ctx, t.key, t.limit, cost)
+	}
+	d, err := lim.PeekKeys(ctx, ratewarden.KeyCheck{Key: t.key, Limits: []ratewarden.Limit{t.limit}, Cost: cost})
+	if err != nil {
+		return ratewarden.Result{}, err
+	}
+	return d.Checks[0].Results[0], nil
 }
 
 func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
@@ -296,30 +300,32 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusBadRequest, msg)
 		return
 	}
-	if err := s.reset(r.Context(), t.fp, t.key, t.limit); err != nil {
-		s.writeError(w, err)
+	lim, err := s.limiter(t.fp)
+	if err == nil {
+		err = lim.Reset(r.Context(), t.key, t.limit)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	s.log.Info("reset", "policy", t.policy, "limit", t.limit.String())
 	writeJSON(w, http.StatusOK, map[string]any{"key": in.Key, "policy": in.Policy, "limit": t.limit.String(), "reset": true})
 }
 
-func (s *Server) writeError(w http.ResponseWriter, err error) {
-	var ce *errCanceled
-	if errors.As(err, &ce) {
+// writeError answers a failed Limiter call, sorted by ratewarden.Classify.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	switch ratewarden.Classify(r.Context(), err) {
+	case ratewarden.CallerCanceled:
 		// The client went away: not a store failure, and nobody reads this.
 		s.log.Debug("request canceled by the client", "err", err)
-		problem(w, http.StatusServiceUnavailable, err.Error())
-		return
-	}
-	var se *errStore
-	if errors.As(err, &se) {
+		problem(w, http.StatusServiceUnavailable, "request canceled: "+err.Error())
+	case ratewarden.StoreUnavailable:
 		s.log.Warn("store unavailable", "err", err)
 		w.Header().Set("Retry-After", "1")
 		problem(w, http.StatusServiceUnavailable, "the rate limit store could not decide: "+err.Error())
-		return
+	default:
+		problem(w, http.StatusBadRequest, err.Error())
 	}
-	problem(w, http.StatusBadRequest, err.Error())
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -341,72 +347,4 @@ func ceilMillis(d time.Duration) int64 {
 		return 0
 	}
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
-}
-
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// headerItem is one limit for the rate limit headers.
-type headerItem struct {
-	name string
-	res  ratewarden.Result
-}
-
-// rateLimitHeaders returns the headers httplimit sends too: the IETF
-// draft's RateLimit-Policy and RateLimit (one item per limit), the
-// X-RateLimit-* trio for the binding limit, and Retry-After when denied.
-// Names are lower case, as HTTP/2 (and Envoy) want them.
-func rateLimitHeaders(items []headerItem, denied bool) [][2]string {
-	if len(items) == 0 {
-		return nil
-	}
-	var pol, cur strings.Builder
-	d := ratewarden.Decision{Allowed: !denied}
-	for i, it := range items {
-		if i > 0 {
-			pol.WriteString(", ")
-			cur.WriteString(", ")
-		}
-		q := sfString(it.name)
-		fmt.Fprintf(&pol, "%s;q=%d;w=%d", q, it.res.Limit.Capacity(), ceilSeconds(it.res.Limit.Period))
-		fmt.Fprintf(&cur, "%s;r=%d;t=%d", q, it.res.Remaining, ceilSeconds(it.res.ResetAfter))
-		d.Results = append(d.Results, it.res)
-	}
-	b := d.Binding()
-	out := [][2]string{
-		{"ratelimit-policy", pol.String()},
-		{"ratelimit", cur.String()},
-		{"x-ratelimit-limit", strconv.FormatInt(b.Limit.Capacity(), 10)},
-		{"x-ratelimit-remaining", strconv.FormatInt(b.Remaining, 10)},
-		{"x-ratelimit-reset", strconv.FormatInt(ceilSeconds(b.ResetAfter), 10)},
-	}
-	if denied {
-		out = append(out, [2]string{"retry-after", strconv.FormatInt(max(ceilSeconds(b.RetryAfter), 1), 10)})
-	}
-	return out
-}
-
-// sfString formats s as a Structured Field String, replacing what it
-// cannot hold (non-printable or non-ASCII bytes) with '?'.
-func sfString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c < 0x20 || c > 0x7e:
-			b.WriteByte('?')
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
 }

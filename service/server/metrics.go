@@ -1,10 +1,14 @@
 package server
 
 import (
+	"context"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/service/config"
 )
 
 // metrics are the server's Prometheus series. Labels name APIs, domains,
@@ -63,6 +67,61 @@ func (m *metrics) decision(api, domain, policy string, res ratewarden.Result, sh
 	m.decisions.WithLabelValues(api, domain, policy, outcome).Inc()
 	if res.Degraded() {
 		m.degraded.WithLabelValues(api, domain, policy, res.Source.String()).Inc()
+	}
+}
+
+// Store operations, as the op label names them.
+const (
+	opCheck = iota
+	opPeek
+	opReset
+	numOps
+)
+
+var opNames = [numOps]string{"check", "peek", "reset"}
+
+// meteredStore is the Store a failure policy's Limiter decides on: it
+// times every call to the backend's store (ratewarden_store_duration_seconds)
+// and counts the failed ones (ratewarden_store_errors_total), by op and
+// failure policy. A call the caller gave up on, or refused input, is not a
+// store failure (ratewarden.Classify).
+type meteredStore struct {
+	ratewarden.Store
+	dur  [numOps]prometheus.Observer
+	errs [numOps]prometheus.Counter
+}
+
+func newMeteredStore(st ratewarden.Store, fp config.FailurePolicy, m *metrics) *meteredStore {
+	ms := &meteredStore{Store: st}
+	for op, name := range opNames {
+		ms.dur[op] = m.storeDur.WithLabelValues(name, string(fp))
+		ms.errs[op] = m.storeErrs.WithLabelValues(name, string(fp))
+	}
+	return ms
+}
+
+func (s *meteredStore) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
+	op := opCheck
+	if req.Peek {
+		op = opPeek
+	}
+	start := time.Now()
+	err := s.Store.Check(ctx, req, res)
+	s.observe(ctx, op, start, err)
+	return err
+}
+
+func (s *meteredStore) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
+	start := time.Now()
+	err := s.Store.Reset(ctx, key, limits...)
+	s.observe(ctx, opReset, start, err)
+	return err
+}
+
+func (s *meteredStore) observe(ctx context.Context, op int, start time.Time, err error) {
+	s.dur[op].Observe(time.Since(start).Seconds())
+	if ratewarden.Classify(ctx, err) == ratewarden.StoreUnavailable {
+		s.errs[op].Inc()
 	}
 }
 

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"math"
 	"net/url"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/httplimit"
 	"github.com/ratewarden/ratewarden/service/config"
 )
 
@@ -222,26 +222,25 @@ func (g *rls) decideAll(ctx context.Context, evals []evalDesc) error {
 		zeroDenies = zeroDenies || (evals[i].kind == kindZero && !evals[i].shadow)
 	}
 	err := g.s.decide(ctx, units, zeroDenies)
-	if err == nil {
+	switch ratewarden.Classify(ctx, err) {
+	case ratewarden.NoError:
 		return nil
-	}
-	var ce *errCanceled
-	if errors.As(err, &ce) {
-		return status.FromContextError(ce.err).Err() // CANCELED or DEADLINE_EXCEEDED
-	}
-	var se *errStore
-	if errors.As(err, &se) {
+	case ratewarden.CallerCanceled:
+		return status.FromContextError(ctx.Err()).Err() // CANCELED or DEADLINE_EXCEEDED
+	case ratewarden.StoreUnavailable:
 		g.s.log.Warn("store unavailable", "err", err)
 		return status.Errorf(codes.Unavailable, "rate limit store: %v", err)
+	default:
+		return invalid("%v", err)
 	}
-	return invalid("%v", err)
 }
 
 // render builds the answer: one status per descriptor, the overall code
 // and the RateLimit headers of the non-shadow limits.
 func (g *rls) render(dom *config.Domain, evals []evalDesc) *rlspb.RateLimitResponse {
 	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(evals))}
-	var hdr []headerItem
+	var hdr ratewarden.Decision // the non-shadow limits, once each
+	var policies []httplimit.Policy
 	seen := map[*ratewarden.Result]bool{}
 	for i := range evals {
 		e := &evals[i]
@@ -265,15 +264,19 @@ func (g *rls) render(dom *config.Domain, evals []evalDesc) *rlspb.RateLimitRespo
 			g.s.m.decision("grpc", dom.Name, e.label, *res, e.shadow)
 			if !e.shadow && !seen[res] {
 				seen[res] = true
-				hdr = append(hdr, headerItem{name: e.label, res: *res})
+				hdr.Results = append(hdr.Results, *res)
+				policies = append(policies, httplimit.Policy{Name: e.label, Limit: res.Limit})
 			}
 		}
 		if st.Code == rlspb.RateLimitResponse_OVER_LIMIT && !e.shadow {
 			resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 		}
 	}
-	for _, kv := range rateLimitHeaders(hdr, resp.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT) {
-		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corepb.HeaderValue{Key: kv[0], Value: kv[1]})
+	over := resp.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT
+	hdr.Allowed = !over
+	for _, f := range httplimit.NewRenderer(httplimit.DraftHeaders|httplimit.XRateLimitHeaders, policies...).Append(nil, hdr, over) {
+		// Lower case, as HTTP/2 (and Envoy) want header names.
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corepb.HeaderValue{Key: strings.ToLower(f.Name), Value: f.Value})
 	}
 	return resp
 }
@@ -402,12 +405,12 @@ func group(evals []evalDesc) []*unit {
 		uk := unitKey{m.key, m.fp, m.shadow, m.cost}
 		u := byKey[uk]
 		if u == nil {
-			u = &unit{req: ratewarden.Request{Key: m.key, Cost: m.cost}, fp: m.fp, shadow: m.shadow}
+			u = &unit{key: m.key, cost: m.cost, fp: m.fp, shadow: m.shadow}
 			byKey[uk] = u
 			units = append(units, u)
 		}
-		idx := len(u.req.Limits)
-		u.req.Limits = append(u.req.Limits, m.limit)
+		idx := len(u.limits)
+		u.limits = append(u.limits, m.limit)
 		if m.cost > m.limit.Capacity() {
 			u.impossible = true
 		}

@@ -5,7 +5,10 @@
 //
 // A Server decides on a Backend, which hands it one ratewarden.Store per
 // failure policy: the in-memory store on a single node, or Redis behind the
-// fallback decorator when distributed.
+// fallback decorator when distributed. It is a client of the library: it
+// builds one ratewarden.Limiter per failure policy on its store, and every
+// check, peek and reset goes through a Limiter (a request's descriptors of
+// several policies through one Limiter.AllowKeys).
 package server
 
 import (
@@ -35,8 +38,9 @@ import (
 
 // Backend hands the server the stores it decides on.
 type Backend interface {
-	// Store returns the store for limits with failure policy fp. It is
-	// called per decision, so it must be cheap after the first call.
+	// Store returns the store for limits with failure policy fp. The
+	// server asks once per failure policy (again after an error) and
+	// keeps a Limiter on the store.
 	Store(fp config.FailurePolicy) (ratewarden.Store, error)
 	// Ready reports whether limits with failure policy fp are decided by
 	// the shared store now (nil) or not (why).
@@ -66,6 +70,7 @@ type Server struct {
 	maxBody        int64
 	reg            *prometheus.Registry
 	m              *metrics
+	limiters       sync.Map // config.FailurePolicy -> *ratewarden.Limiter
 
 	snap atomic.Pointer[snapshot]
 
@@ -91,126 +96,135 @@ type snapshot struct {
 	loaded   time.Time
 }
 
-// Option configures a Server.
-type Option func(*Server) error
+// Option configures a Server; pass options to New, which validates what
+// they collected.
+type Option func(*options)
+
+// options is what the options of New collect, on top of its defaults.
+type options struct {
+	cfg            *config.Config
+	cfgGiven       bool
+	paths          []string
+	pathsGiven     bool
+	interval       time.Duration
+	log            *slog.Logger
+	token          string
+	defaultFailure config.FailurePolicy
+	maxBody        int64
+}
 
 // WithConfig sets a configuration that is already loaded (no reload).
 func WithConfig(cfg *config.Config) Option {
-	return func(s *Server) error {
-		if cfg == nil {
-			return fmt.Errorf("%w: server: nil config", ratewarden.ErrInvalidConfig)
-		}
-		s.setConfig(cfg)
-		return nil
-	}
+	return func(o *options) { o.cfg, o.cfgGiven = cfg, true }
 }
 
 // WithConfigPaths loads the configuration from files or directories and
 // reloads it when their contents change (polled, see WithReloadInterval)
 // or Reload is called (on SIGHUP, say).
 func WithConfigPaths(paths ...string) Option {
-	return func(s *Server) error {
-		if len(paths) == 0 {
-			return fmt.Errorf("%w: server: no config paths", ratewarden.ErrInvalidConfig)
-		}
-		s.paths = paths
-		return nil
-	}
+	return func(o *options) { o.paths, o.pathsGiven = paths, true }
 }
 
 // WithReloadInterval sets how often config files are polled for changes;
 // 0 turns polling off (Reload still works). Default one second.
 func WithReloadInterval(d time.Duration) Option {
-	return func(s *Server) error {
-		if d < 0 {
-			return fmt.Errorf("%w: server: reload interval must be >= 0, got %v", ratewarden.ErrInvalidConfig, d)
-		}
-		s.interval = d
-		return nil
-	}
+	return func(o *options) { o.interval = d }
 }
 
 // WithLogger sets the logger; default slog.Default().
 func WithLogger(l *slog.Logger) Option {
-	return func(s *Server) error {
-		if l == nil {
-			return fmt.Errorf("%w: server: nil logger", ratewarden.ErrInvalidConfig)
-		}
-		s.log = l
-		return nil
-	}
+	return func(o *options) { o.log = l }
 }
 
 // WithAPIToken requires "Authorization: Bearer <token>" on the /v1 API.
 // Empty means no authentication (the default).
 func WithAPIToken(token string) Option {
-	return func(s *Server) error { s.token = token; return nil }
+	return func(o *options) { o.token = token }
 }
 
 // WithDefaultFailure sets the failure policy of limits whose config names
 // none (directly, by domain or by the top-level failure_policy). Default
 // local_fallback.
 func WithDefaultFailure(fp config.FailurePolicy) Option {
-	return func(s *Server) error {
-		if _, err := config.ParseFailurePolicy(string(fp)); err != nil {
-			return fmt.Errorf("server: default failure policy: %w", err)
-		}
-		s.defaultFailure = fp
-		return nil
-	}
+	return func(o *options) { o.defaultFailure = fp }
 }
 
 // WithMaxBodyBytes bounds HTTP API request bodies (413 beyond);
 // default 64 KiB.
 func WithMaxBodyBytes(n int64) Option {
-	return func(s *Server) error {
-		if n <= 0 {
-			return fmt.Errorf("%w: server: max body bytes must be > 0, got %d", ratewarden.ErrInvalidConfig, n)
+	return func(o *options) { o.maxBody = n }
+}
+
+// validate names the first option given a value it cannot use.
+func (o *options) validate() error {
+	var msg string
+	switch {
+	case o.cfgGiven && o.cfg == nil:
+		msg = "WithConfig: config must not be nil"
+	case o.pathsGiven && len(o.paths) == 0:
+		msg = "WithConfigPaths: no config paths given"
+	case o.cfgGiven && o.pathsGiven:
+		msg = "give WithConfig or WithConfigPaths, not both"
+	case !o.cfgGiven && !o.pathsGiven:
+		msg = "no configuration (WithConfig or WithConfigPaths)"
+	case o.interval < 0:
+		msg = fmt.Sprintf("WithReloadInterval: reload interval must be >= 0, got %v", o.interval)
+	case o.log == nil:
+		msg = "WithLogger: logger must not be nil"
+	case o.maxBody <= 0:
+		msg = fmt.Sprintf("WithMaxBodyBytes: max body bytes must be > 0, got %d", o.maxBody)
+	default:
+		if _, err := config.ParseFailurePolicy(string(o.defaultFailure)); err != nil {
+			return fmt.Errorf("server: WithDefaultFailure: %w", err)
 		}
-		s.maxBody = n
 		return nil
 	}
+	return fmt.Errorf("server: %s: %w", msg, ratewarden.ErrInvalidConfig)
 }
 
 // New returns a Server deciding on backend. It needs WithConfig or
 // WithConfigPaths; with paths, it loads them now and fails when they are
-// invalid.
+// invalid. Errors wrap ratewarden.ErrInvalidConfig and name the option at
+// fault; a nil Option is one too.
 func New(backend Backend, opts ...Option) (*Server, error) {
 	if nilcheck.Is(backend) {
-		return nil, fmt.Errorf("%w: server: nil backend%s", ratewarden.ErrInvalidConfig, nilcheck.Describe(backend))
+		return nil, fmt.Errorf("server: backend must not be nil%s: %w", nilcheck.Describe(backend), ratewarden.ErrInvalidConfig)
 	}
-	s := &Server{
-		backend:        backend,
+	o := options{
 		log:            slog.Default(),
 		defaultFailure: config.LocalFallback,
 		interval:       DefaultReloadInterval,
 		maxBody:        DefaultMaxBodyBytes,
+	}
+	for i, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("server: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
+		}
+		opt(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		backend:        backend,
+		log:            o.log,
+		token:          o.token,
+		defaultFailure: o.defaultFailure,
+		paths:          o.paths,
+		interval:       o.interval,
+		maxBody:        o.maxBody,
 		reg:            prometheus.NewRegistry(),
 		health:         health.NewServer(),
 		stop:           make(chan struct{}),
 	}
 	s.m = newMetrics(s.reg, backend)
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: server: nil Option", ratewarden.ErrInvalidConfig)
-		}
-		if err := o(s); err != nil {
-			return nil, err
-		}
-	}
-	if s.paths != nil {
-		if s.snap.Load() != nil {
-			return nil, fmt.Errorf("%w: server: give WithConfig or WithConfigPaths, not both", ratewarden.ErrInvalidConfig)
-		}
+	if o.pathsGiven {
 		if err := s.Reload(); err != nil {
 			return nil, err
 		}
+	} else {
+		s.setConfig(o.cfg)
 	}
-	if s.snap.Load() == nil {
-		return nil, fmt.Errorf("%w: server: no configuration (WithConfig or WithConfigPaths)", ratewarden.ErrInvalidConfig)
-	}
-	// Re-resolve failure policies: WithDefaultFailure may come after WithConfig.
-	s.setConfig(s.snap.Load().cfg)
 	s.m.configOK.Set(1)
 	return s, nil
 }
@@ -265,7 +279,7 @@ func (s *Server) failure(cfg *config.Config, fps ...config.FailurePolicy) config
 // problem, counts a failed reload and keeps the configuration in force.
 func (s *Server) Reload() error {
 	if s.paths == nil {
-		return fmt.Errorf("%w: server: no config paths to reload", ratewarden.ErrInvalidConfig)
+		return fmt.Errorf("server: no config paths to reload: %w", ratewarden.ErrInvalidConfig)
 	}
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
@@ -349,14 +363,14 @@ func (st *settle) stable(fp string, changed bool) bool {
 func (s *Server) Ready(ctx context.Context) error {
 	sn := s.snap.Load()
 	if sn == nil {
-		return errors.New("no configuration loaded")
+		return errors.New("server: no configuration loaded")
 	}
 	for _, fp := range sn.failures {
 		if fp == config.FailOpen {
 			continue
 		}
 		if err := s.backend.Ready(ctx, fp); err != nil {
-			return fmt.Errorf("%s limits: %w", fp, err)
+			return fmt.Errorf("server: %s limits: %w", fp, err)
 		}
 	}
 	return nil
@@ -460,7 +474,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 	var errs []error
 	if s.httpSrv != nil {
 		if err := s.httpSrv.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			errs = append(errs, fmt.Errorf("server: http shutdown: %w", err))
 			s.httpSrv.Close()
 		}
 	}
@@ -472,7 +486,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 			s.grpcSrv.Stop()
 			<-done
-			errs = append(errs, fmt.Errorf("grpc shutdown: %w", ctx.Err()))
+			errs = append(errs, fmt.Errorf("server: grpc shutdown: %w", ctx.Err()))
 		}
 	}
 	s.wg.Wait()
