@@ -319,3 +319,47 @@ func ExampleClassify() {
 	// invalid_input
 	// 503 Service Unavailable
 }
+
+// PeekKeys answers "would this request pass now?" without consuming, for
+// a preflight check or a status page. KeyCheck.Via sends a check through
+// another Limiter, here one on a store of its own (in a service: the store
+// of another failure policy).
+func ExampleLimiter_PeekKeys() {
+	newLimiter := func() *ratewarden.Limiter {
+		store, err := memstore.New()
+		if err != nil {
+			log.Fatal(err)
+		}
+		l, err := ratewarden.New(store)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return l
+	}
+	limiter, partners := newLimiter(), newLimiter()
+	ctx := context.Background()
+	perHour := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 5, Period: time.Hour}
+	checks := []ratewarden.KeyCheck{
+		{Key: "client:42", Limits: []ratewarden.Limit{perHour}, Cost: 5},
+		{Key: "partner:acme", Limits: []ratewarden.Limit{perHour}, Cost: 5, Via: partners},
+	}
+	for range 2 {
+		d, err := limiter.PeekKeys(ctx, checks...)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(d.Allowed, d.Checks[0].Results[0].Remaining, d.Checks[1].Results[0].Remaining)
+	}
+	if _, err := partners.AllowN(ctx, "partner:acme", perHour, 1); err != nil {
+		log.Fatal(err)
+	}
+	d, err := limiter.PeekKeys(ctx, checks...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(d.Allowed, d.Checks[0].Allowed, d.Checks[1].Allowed)
+	// Output:
+	// true 5 5
+	// true 5 5
+	// false true false
+}

@@ -582,3 +582,16 @@ func ExampleRenderer() {
 	// X-Ratelimit-Reset: 13
 	// Retry-After: 13
 }
+
+// Set writes the fields on a response's header, as the middleware does.
+func ExampleRenderer_Set() {
+	daily := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: 24 * time.Hour}
+	r := httplimit.NewRenderer(httplimit.XRateLimitHeaders, httplimit.Policy{Name: "daily", Limit: daily})
+	d := ratewarden.Decision{Allowed: true, Results: []ratewarden.Result{
+		{Allowed: true, Limit: daily, Remaining: 999, ResetAfter: 90 * time.Minute},
+	}}
+	w := httptest.NewRecorder()
+	r.Set(w.Header(), d, false)
+	fmt.Println(w.Header().Get("X-RateLimit-Limit"), w.Header().Get("X-RateLimit-Remaining"), w.Header().Get("X-RateLimit-Reset"))
+	// Output: 1000 999 5400
+}
