@@ -1,36 +1,29 @@
 // Package demo is `ratewarden demo`: it shows, on loopback, why a rate
 // limit behind a load balancer needs one shared, atomic source of truth.
 //
-// Run starts N API replicas (real HTTP servers on 127.0.0.1, each wrapped
-// by httplimit middleware) behind a real round-robin reverse proxy, and
-// sends one client's traffic through the proxy twice:
+// Run starts N API replicas behind a round-robin reverse proxy (package
+// fleet) and sends one client's traffic through the proxy twice:
 //
 //  1. local: every replica has its own in-memory limiter (memstore), so the
 //     client gets the limit once per replica;
-//  2. shared: every replica asks one shared store, so the client gets the
-//     limit once in total.
+//  2. shared: every replica has its own connection to one shared store, so
+//     the client gets the limit once in total.
 //
-// The shared store is a redis-server the demo starts on a free loopback
-// port when the binary is on PATH, an existing Redis (Config.RedisURL), or
-// else a ratewarden server started in process, which the replicas call
-// over its HTTP API (POST /v1/check).
+// The shared store is an existing Redis (Config.RedisURL), else a
+// redis-server the demo starts on a free loopback port when the binary is
+// on PATH (internal/redisproc, the launcher the tests use), else a
+// ratewarden server started in process, which the replicas call over its
+// HTTP API (package apistore).
 //
 // In race mode (Config.Race) the two runs are instead a naive shared
-// counter (GET the count, compare, SET count+1: separate round trips from
-// Go) and ratewarden's atomic script, both in Redis: the naive counter
-// admits more than the limit when two replicas read the same count.
+// counter (package naive: GET, compare, SET from Go) and ratewarden's
+// atomic script, both in Redis: the naive counter admits more than the
+// limit when two replicas read the same count.
 //
-// # Why sliding_log by default
-//
-// The demo should print the same numbers every time. A fixed_window limit
-// is exact inside one window, but a run that crosses an epoch-aligned
-// window boundary may admit up to twice the limit; a token_bucket refills
-// during the run (100/1m adds one token every 600 ms); sliding_window is a
-// weighted approximation. sliding_log is exact in every window of the
-// period, wherever the run starts, so a run shorter than the period admits
-// exactly the limit. Other algorithms work too; the output says when a
-// run's result may legitimately differ (a window boundary crossed, tokens
-// refilled).
+// The report is text on Config.Out and an SVG chart (package chart).
+// docs/demo.md tells the story, and why the default limit counts with
+// sliding_log: it is exact in every window of the period, wherever the
+// run starts, so the demo prints the same numbers every time.
 package demo
 
 import (

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/internal/testredis"
+	"github.com/ratewarden/ratewarden/service/demo/chart"
 )
 
 func TestMain(m *testing.M) {
@@ -199,7 +200,7 @@ func checkChart(t *testing.T, rep *Report, exact string, series ...string) {
 	}
 	limitY := -1.0
 	for _, l := range doc.Lines {
-		if l.ID == limitLineID {
+		if l.ID == chart.LimitLineID {
 			if l.Limit != tRate || l.Y1 != l.Y2 {
 				t.Errorf("limit line: data-limit %d, y %v..%v", l.Limit, l.Y1, l.Y2)
 			}
@@ -576,44 +577,6 @@ func TestVerdict(t *testing.T) {
 	}
 }
 
-func TestChartManyRequestsAndEscaping(t *testing.T) {
-	cum := make([]int, 2501)
-	for i := range cum {
-		cum[i] = min(i+1, 700)
-	}
-	rep := &Report{Limit: ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 700, Period: time.Hour}, Replicas: 2, Requests: len(cum)}
-	b := renderChart(rep, []chartSeries{{id: "series-x", label: `a <b> & "c"`, color: colorLocal, cumulative: cum, admitted: 700}})
-	var doc svgDoc
-	if err := xml.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("invalid SVG: %v", err)
-	}
-	if !containsText(doc.Texts, `a <b> & "c"`) {
-		t.Errorf("label not round-tripped: %q", doc.Texts)
-	}
-	ps := parsePoints(t, doc.Polylines[0].Points)
-	if len(ps) > maxChartPoints+2 {
-		t.Errorf("%d points, want at most %d", len(ps), maxChartPoints+2)
-	}
-	wantLast := pt{padL + plotW, doc.Lines[len(doc.Lines)-1].Y1}
-	for _, l := range doc.Lines {
-		if l.ID == limitLineID {
-			wantLast.y = l.Y1
-		}
-	}
-	if last := ps[len(ps)-1]; last != wantLast {
-		t.Errorf("last point %v, want %v (the last request, on the limit)", last, wantLast)
-	}
-}
-
-func TestNiceCeil(t *testing.T) {
-	for n := 0; n < 100_000; n += 7 {
-		v := niceCeil(n)
-		if v < n || v%chartTicks != 0 || (v > chartTicks && float64(v) > 2.5*float64(n)) {
-			t.Fatalf("niceCeil(%d) = %d", n, v)
-		}
-	}
-}
-
 func TestWideTable(t *testing.T) {
 	var b bytes.Buffer
 	r := RunResult{Name: RunLocal, Label: "local (memory per replica)", Admitted: 40, Rejected: 2}
@@ -704,7 +667,7 @@ func TestChartTitle(t *testing.T) {
 		{true, "ratewarden demo --race: naive counter vs atomic script", "1 replica behind a round-robin proxy, one client, limit 20/1m sliding_log"},
 	} {
 		var doc svgDoc
-		if err := xml.Unmarshal(renderChart(&Report{Limit: tLimit, Replicas: 1, Requests: 1, Race: tc.race}, nil), &doc); err != nil {
+		if err := xml.Unmarshal(chart.Render(chartOf(&Report{Limit: tLimit, Replicas: 1, Requests: 1, Race: tc.race})), &doc); err != nil {
 			t.Fatal(err)
 		}
 		if len(doc.Texts) < 2 || doc.Texts[0] != tc.title || doc.Texts[1] != tc.want {

@@ -2,13 +2,12 @@ package demo
 
 import (
 	"fmt"
-	"github.com/ratewarden/ratewarden"
 	"io"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 	"unicode/utf8"
+
+	"github.com/ratewarden/ratewarden"
 )
 
 // maxReplicaColumns is the most replicas the table shows one column each;
@@ -165,64 +164,6 @@ func conclusion(rep *Report) string {
 	return s
 }
 
-// progressBar redraws one line on a terminal while a run goes.
-type progressBar struct {
-	w     io.Writer
-	name  string
-	total int
-
-	mu             sync.Mutex
-	done, admitted int
-
-	quit     chan struct{}
-	finished chan struct{}
-}
-
-func startProgress(w io.Writer, name string, total int) *progressBar {
-	p := &progressBar{w: w, name: name, total: total, quit: make(chan struct{}), finished: make(chan struct{})}
-	go p.loop()
-	return p
-}
-
-func (p *progressBar) set(done, admitted int) {
-	p.mu.Lock()
-	p.done, p.admitted = done, admitted
-	p.mu.Unlock()
-}
-
-func (p *progressBar) loop() {
-	defer close(p.finished)
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		p.draw()
-		select {
-		case <-p.quit:
-			p.draw()
-			fmt.Fprint(p.w, "\n")
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (p *progressBar) draw() {
-	p.mu.Lock()
-	done, admitted := p.done, p.admitted
-	p.mu.Unlock()
-	const width = 30
-	fill := done * width / max(p.total, 1)
-	fmt.Fprintf(p.w, "\r  %-6s [%s%s] %d/%d sent, %d admitted ", p.name,
-		strings.Repeat("█", fill), strings.Repeat("░", width-fill), done, p.total, admitted)
-}
-
-// stop draws the final state, ends the line and waits for the goroutine.
-func (p *progressBar) stop() {
-	close(p.quit)
-	<-p.finished
-}
-
-// periodOf is the period as the limit's String form writes it ("1m").
 // limitText is l's String form with the algorithm always named (String
 // leaves out the default one): the demo is about how a limit counts.
 func limitText(l ratewarden.Limit) string {
@@ -232,6 +173,7 @@ func limitText(l ratewarden.Limit) string {
 	return l.String()
 }
 
+// periodOf is the period as the limit's String form writes it ("1m").
 func periodOf(l ratewarden.Limit) string {
 	_, p, _ := strings.Cut(strings.Fields(l.String())[0], "/")
 	return p

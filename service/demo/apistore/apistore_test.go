@@ -1,4 +1,4 @@
-package demo
+package apistore
 
 import (
 	"context"
@@ -37,8 +37,8 @@ func TestAPIStore(t *testing.T) {
 	if err := srv.Start("127.0.0.1:0", "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	st := newAPIStore("http://" + srv.HTTPAddr())
-	defer st.close()
+	st := New("http://" + srv.HTTPAddr())
+	defer st.Close()
 	lim, err := ratewarden.New(st)
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func TestAPIStore(t *testing.T) {
 	if err := srv.Shutdown(sctx); err != nil {
 		t.Fatal(err)
 	}
-	st.close()
+	st.Close()
 	if _, err := lim.Allow(ctx, "k", l); !errors.Is(err, ratewarden.ErrStoreUnavailable) {
 		t.Errorf("server gone: %v, want ErrStoreUnavailable", err)
 	}
