@@ -14,13 +14,12 @@ import (
 	"github.com/ratewarden/ratewarden/internal/testredis"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
 // TestOneAtATime: without concurrency the naive counter counts right (its
 // flaw is the race, not the arithmetic), its key expires, Reset clears it,
 // and what it cannot do is refused.
 func TestOneAtATime(t *testing.T) {
 	srv := testredis.Start(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the servers' goroutines end when they do
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
 	if err != nil {
 		t.Fatal(err)
