@@ -47,15 +47,17 @@ const serveExits = `  0  stopped by SIGINT or SIGTERM after a clean shutdown
   2  usage error
 `
 
-// serveFlags are the values of serve's flags, as given.
+// serveFlags are the values of serve's flags, as given (each defaulting
+// to its environment variable).
 type serveFlags struct {
 	httpAddr, grpcAddr, cfgPaths, redisURL, token, failure, replicas *string
 	redisTimeout, reload, grace, logLevel, logFormat                 *string
 }
 
-func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+// newServeFlags defines serve's flags on a new flag set.
+func newServeFlags(getenv func(string) string) (*flag.FlagSet, serveFlags) {
 	fs := newFlagSet("serve", serveHead, serveExits)
-	f := serveFlags{
+	return fs, serveFlags{
 		httpAddr:     envFlag(fs, getenv, "http-addr", "RATEWARDEN_HTTP_ADDR", ":8080", "HTTP API, metrics and health address"),
 		grpcAddr:     envFlag(fs, getenv, "grpc-addr", "RATEWARDEN_GRPC_ADDR", ":8081", "gRPC (Envoy rate limit service, health) address"),
 		cfgPaths:     envFlag(fs, getenv, "config", "RATEWARDEN_CONFIG", "", "config files or directories, comma-separated (default: built-in, one policy)"),
@@ -69,6 +71,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		logLevel:     envFlag(fs, getenv, "log-level", "RATEWARDEN_LOG_LEVEL", "info", "debug, info, warn or error"),
 		logFormat:    envFlag(fs, getenv, "log-format", "RATEWARDEN_LOG_FORMAT", "text", "text or json"),
 	}
+}
+
+// serve runs "ratewarden serve": settings from the flags, then the
+// wiring, then the service until ctx is done.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	fs, f := newServeFlags(getenv)
 	pos, code, done := parseCommand(fs, args, stdout, stderr)
 	if done {
 		return code
@@ -76,34 +84,53 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if len(pos) > 0 {
 		return usageError(stderr, "serve", "unexpected arguments %q", pos)
 	}
-	if err := runService(ctx, f, stderr); err != nil {
+	err := func() error {
+		st, err := f.settings()
+		if err != nil {
+			return err
+		}
+		svc, err := wire(st, stderr)
+		if err != nil {
+			return err
+		}
+		defer svc.close()
+		return svc.run(ctx)
+	}()
+	if err != nil {
 		fmt.Fprintf(stderr, "ratewarden serve: %v\n", err)
 		return exitError
 	}
 	return exitOK
 }
 
-// serveSettings are serve's flags, checked and parsed.
-type serveSettings struct {
-	log                  *slog.Logger
-	failure              config.FailurePolicy
-	replicas             int
-	redisTimeout, reload time.Duration
-	grace                time.Duration
+// settings are everything serve runs with, parsed from its flags and
+// checked; nothing is started yet.
+type settings struct {
+	httpAddr, grpcAddr string
+	configPaths        []string // nil: the built-in config
+	redisURL           string   // "": in memory, single node
+	token              string
+	failure            config.FailurePolicy
+	replicas           int
+	redisTimeout       time.Duration
+	reload, grace      time.Duration
+	logLevel           slog.Level
+	logJSON            bool
 }
 
-func (f serveFlags) parse(stderr io.Writer) (serveSettings, error) {
-	var st serveSettings
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*f.logLevel)); err != nil {
+// settings parses and checks the flags' values. Its errors name the flag.
+func (f serveFlags) settings() (settings, error) {
+	st := settings{httpAddr: *f.httpAddr, grpcAddr: *f.grpcAddr, redisURL: *f.redisURL, token: *f.token}
+	if *f.cfgPaths != "" {
+		st.configPaths = strings.Split(*f.cfgPaths, ",")
+	}
+	if err := st.logLevel.UnmarshalText([]byte(*f.logLevel)); err != nil {
 		return st, fmt.Errorf("--log-level %q: want debug, info, warn or error", *f.logLevel)
 	}
-	hopts := &slog.HandlerOptions{Level: level}
 	switch *f.logFormat {
 	case "text":
-		st.log = slog.New(slog.NewTextHandler(stderr, hopts))
 	case "json":
-		st.log = slog.New(slog.NewJSONHandler(stderr, hopts))
+		st.logJSON = true
 	default:
 		return st, fmt.Errorf("--log-format %q: want text or json", *f.logFormat)
 	}
@@ -114,98 +141,134 @@ func (f serveFlags) parse(stderr io.Writer) (serveSettings, error) {
 	if st.replicas, err = strconv.Atoi(*f.replicas); err != nil || st.replicas < 1 {
 		return st, fmt.Errorf("--replicas %q: want a whole number >= 1", *f.replicas)
 	}
-	for _, d := range []struct {
-		name string
-		v    *string
-		to   *time.Duration
-	}{{"--redis-timeout", f.redisTimeout, &st.redisTimeout}, {"--reload-interval", f.reload, &st.reload}, {"--shutdown-grace", f.grace, &st.grace}} {
-		v, err := time.ParseDuration(*d.v)
-		switch {
-		case d.name == "--redis-timeout" && (err != nil || v <= 0):
-			// 0 would make every Redis call fail at once.
-			return st, fmt.Errorf("%s %q: want a duration > 0 such as 50ms, 1s", d.name, *d.v)
-		case err != nil || v < 0:
-			return st, fmt.Errorf("%s %q: want a duration such as 50ms, 1s", d.name, *d.v)
-		}
-		*d.to = v
+	// 0 would make every Redis call fail at once.
+	if st.redisTimeout, err = duration("--redis-timeout", *f.redisTimeout, false); err != nil {
+		return st, err
+	}
+	if st.reload, err = duration("--reload-interval", *f.reload, true); err != nil {
+		return st, err
+	}
+	if st.grace, err = duration("--shutdown-grace", *f.grace, true); err != nil {
+		return st, err
 	}
 	return st, nil
 }
 
-// runService starts the service and serves until ctx is done. The words
-// on what it decides with (memory or Redis) come once it listens, never
-// before a startup error.
-func runService(ctx context.Context, f serveFlags, stderr io.Writer) error {
-	st, err := f.parse(stderr)
-	if err != nil {
-		return err
+// duration parses the value of flag name: a duration above 0, or at
+// least 0 when zeroOK.
+func duration(name, v string, zeroOK bool) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	switch {
+	case !zeroOK && (err != nil || d <= 0):
+		return 0, fmt.Errorf("%s %q: want a duration > 0 such as 50ms, 1s", name, v)
+	case err != nil || d < 0:
+		return 0, fmt.Errorf("%s %q: want a duration such as 50ms, 1s", name, v)
 	}
-	log := st.log
+	return d, nil
+}
+
+// service is serve's wiring: the logger, the backend and the server built
+// from settings, not yet listening.
+type service struct {
+	st           settings
+	log          *slog.Logger
+	builtin      *config.Config // the built-in config, without --config
+	srv          *server.Server
+	closeBackend func()
+	stopHUP      func()
+}
+
+// wire builds the service from st: the logger (on stderr), the config
+// (built in or st.configPaths, loaded now), the backend (memory or Redis,
+// connected now) and the server.
+func wire(st settings, stderr io.Writer) (*service, error) {
+	svc := &service{st: st, log: newLogger(st, stderr), closeBackend: func() {}, stopHUP: func() {}}
 	opts := []server.Option{
-		server.WithLogger(log),
-		server.WithAPIToken(*f.token),
+		server.WithLogger(svc.log),
+		server.WithAPIToken(st.token),
 		server.WithDefaultFailure(st.failure),
 		server.WithReloadInterval(st.reload),
 	}
-	var builtin *config.Config // without --config
-	if *f.cfgPaths == "" {
-		if builtin, err = config.Parse("built-in default config", defaultConfig); err != nil {
-			return err
+	if st.configPaths == nil {
+		var err error
+		if svc.builtin, err = config.Parse("built-in default config", defaultConfig); err != nil {
+			return nil, err
 		}
-		opts = append(opts, server.WithConfig(builtin))
+		opts = append(opts, server.WithConfig(svc.builtin))
 	} else {
-		opts = append(opts, server.WithConfigPaths(strings.Split(*f.cfgPaths, ",")...))
+		opts = append(opts, server.WithConfigPaths(st.configPaths...))
 	}
-	be, closeBackend, err := newBackend(*f.redisURL, st)
+	be, closeBackend, err := newBackend(st, svc.log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer closeBackend()
-	srv, err := server.New(be, opts...)
-	if err != nil {
-		return err
+	svc.closeBackend = closeBackend
+	if svc.srv, err = server.New(be, opts...); err != nil {
+		svc.close()
+		return nil, err
 	}
-	stopHUP := reloadOnHUP(srv, log, builtin != nil)
-	defer stopHUP()
-	if err := srv.Start(*f.httpAddr, *f.grpcAddr); err != nil {
-		return err
+	svc.stopHUP = reloadOnHUP(svc.srv, svc.log, svc.builtin != nil)
+	return svc, nil
+}
+
+// newLogger is the slog logger st asks for, writing to w.
+func newLogger(st settings, w io.Writer) *slog.Logger {
+	hopts := &slog.HandlerOptions{Level: st.logLevel}
+	if st.logJSON {
+		return slog.New(slog.NewJSONHandler(w, hopts))
 	}
-	if builtin != nil {
-		log.Info("no --config given: using the built-in default config", "policies", len(builtin.Policies))
-	}
-	if *f.redisURL == "" {
-		log.Warn("no Redis configured (--redis / RATEWARDEN_REDIS_URL): deciding in memory on this node only; limits are per process, not shared")
-	} else {
-		log.Info("deciding on Redis", "url", backend.RedactURL(*f.redisURL), "default_failure_policy", st.failure, "replicas", st.replicas)
-	}
-	<-ctx.Done()
-	log.Info("shutting down", "grace", st.grace)
-	sctx, cancel := context.WithTimeout(context.Background(), st.grace)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return err
-	}
-	log.Info("stopped")
-	return nil
+	return slog.New(slog.NewTextHandler(w, hopts))
 }
 
 // newBackend is the in-memory backend without a Redis URL, else Redis.
-func newBackend(redisURL string, st serveSettings) (server.Backend, func(), error) {
-	if redisURL == "" {
+func newBackend(st settings, log *slog.Logger) (server.Backend, func(), error) {
+	if st.redisURL == "" {
 		m, err := backend.NewMemory()
 		if err != nil {
 			return nil, nil, err
 		}
 		return m, func() { _ = m.Close() }, nil
 	}
-	r, err := backend.NewRedis(redisURL,
+	r, err := backend.NewRedis(st.redisURL,
 		backend.WithTimeout(st.redisTimeout),
 		backend.WithReplicas(st.replicas),
-		backend.WithLogger(st.log))
+		backend.WithLogger(log))
 	if err != nil {
 		return nil, nil, err
 	}
 	return r, func() { _ = r.Close() }, nil
+}
+
+// run listens and serves until ctx is done, then shuts down within the
+// grace. The words on what it decides with (memory or Redis) come once it
+// listens, never before a startup error.
+func (s *service) run(ctx context.Context) error {
+	if err := s.srv.Start(s.st.httpAddr, s.st.grpcAddr); err != nil {
+		return err
+	}
+	if s.builtin != nil {
+		s.log.Info("no --config given: using the built-in default config", "policies", len(s.builtin.Policies))
+	}
+	if s.st.redisURL == "" {
+		s.log.Warn("no Redis configured (--redis / RATEWARDEN_REDIS_URL): deciding in memory on this node only; limits are per process, not shared")
+	} else {
+		s.log.Info("deciding on Redis", "url", backend.RedactURL(s.st.redisURL), "default_failure_policy", s.st.failure, "replicas", s.st.replicas)
+	}
+	<-ctx.Done()
+	s.log.Info("shutting down", "grace", s.st.grace)
+	sctx, cancel := context.WithTimeout(context.Background(), s.st.grace)
+	defer cancel()
+	if err := s.srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	s.log.Info("stopped")
+	return nil
+}
+
+// close stops the SIGHUP handler and releases the backend.
+func (s *service) close() {
+	s.stopHUP()
+	s.closeBackend()
 }
 
 // reloadOnHUP reloads srv's config on SIGHUP (which must not kill the

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden/service/config"
+)
+
+// parseServe parses serve's arguments with env as the environment and
+// returns the settings.
+func parseServe(t *testing.T, env map[string]string, args ...string) (settings, error) {
+	t.Helper()
+	fs, f := newServeFlags(func(k string) string { return env[k] })
+	if _, err := parseArgs(fs, args); err != nil {
+		t.Fatalf("parse %q: %v", args, err)
+	}
+	return f.settings()
+}
+
+// TestServeSettings: the defaults, an environment variable standing in for
+// a flag, a flag winning over its variable, and every value checked with
+// an error naming the flag.
+func TestServeSettings(t *testing.T) {
+	st, err := parseServe(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := settings{httpAddr: ":8080", grpcAddr: ":8081", failure: config.LocalFallback, replicas: 1,
+		redisTimeout: 50 * time.Millisecond, reload: time.Second, grace: 10 * time.Second, logLevel: slog.LevelInfo}
+	if !reflect.DeepEqual(st, want) {
+		t.Errorf("defaults %+v, want %+v", st, want)
+	}
+	env := map[string]string{"RATEWARDEN_CONFIG": "a.yaml,b", "RATEWARDEN_REPLICAS": "3", "RATEWARDEN_LOG_FORMAT": "json", "RATEWARDEN_HTTP_ADDR": ":1"}
+	st, err = parseServe(t, env, "--replicas", "4", "--log-level", "debug", "--reload-interval", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.replicas != 4 || !reflect.DeepEqual(st.configPaths, []string{"a.yaml", "b"}) || !st.logJSON || st.httpAddr != ":1" || st.logLevel != slog.LevelDebug || st.reload != 0 {
+		t.Errorf("env and flags: %+v", st)
+	}
+	for _, tc := range []struct{ args []string }{
+		{[]string{"--log-level", "loud"}},
+		{[]string{"--log-format", "xml"}},
+		{[]string{"--failure-policy", "sometimes"}},
+		{[]string{"--replicas", "0"}},
+		{[]string{"--redis-timeout", "0s"}},
+		{[]string{"--reload-interval", "-1s"}},
+		{[]string{"--shutdown-grace", "soon"}},
+	} {
+		if _, err := parseServe(t, nil, tc.args...); err == nil || !strings.HasPrefix(err.Error(), tc.args[0]) {
+			t.Errorf("%q: err = %v, want one starting with %s", tc.args, err, tc.args[0])
+		}
+	}
+}
