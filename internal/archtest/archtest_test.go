@@ -371,17 +371,33 @@ func TestServerDecidesThroughLimiter(t *testing.T) {
 		}
 	}
 	if store == nil {
-		return // the server does not use ratewarden.Store at all
+		return // the server does not import the root package
 	}
+	for _, file := range files {
+		for _, c := range storeCalls(file, info, store) {
+			t.Errorf("%s: %s: the server decides through *ratewarden.Limiter, not Store.Check/Reset (docs/architecture.md)", rel(p.root, fset.Position(c.pos)), c.what)
+		}
+	}
+}
+
+// storeCall is one use of Check or Reset on a Store.
+type storeCall struct {
+	pos  token.Pos
+	what string
+}
+
+// storeCalls returns the uses of Check or Reset on a value whose type is
+// store or implements it, in file, except those that forward: inside a
+// method of the same name on a type that is itself a Store.
+func storeCalls(file *ast.File, info *types.Info, store *types.Named) []storeCall {
 	iface, _ := store.Underlying().(*types.Interface)
 	isStore := func(t types.Type) bool {
-		if types.Identical(t, store) {
+		switch {
+		case types.Identical(t, store):
 			return true
-		}
-		if iface == nil {
+		case iface == nil:
 			return false
-		}
-		if types.Implements(t, iface) {
+		case types.Implements(t, iface):
 			return true
 		}
 		_, isPtr := t.Underlying().(*types.Pointer)
@@ -393,41 +409,31 @@ func TestServerDecidesThroughLimiter(t *testing.T) {
 			return false
 		}
 		fn, ok := info.Defs[fd.Name].(*types.Func)
-		if !ok {
-			return false
-		}
-		return isStore(fn.Type().(*types.Signature).Recv().Type())
+		return ok && isStore(fn.Type().(*types.Signature).Recv().Type())
 	}
-	enclosing := func(fd *ast.FuncDecl) string {
-		if fd == nil {
-			return ""
+	var out []storeCall
+	for _, decl := range file.Decls {
+		fd, _ := decl.(*ast.FuncDecl) // nil for declarations of variables and types
+		in := ""
+		if fd != nil {
+			in = " (in " + fd.Name.Name + ")"
 		}
-		return " (in " + fd.Name.Name + ")"
-	}
-	var found []string
-	for _, file := range files {
-		for _, decl := range file.Decls {
-			fd, _ := decl.(*ast.FuncDecl) // nil for declarations of variables and types
-			ast.Inspect(decl, func(node ast.Node) bool {
-				sel, ok := node.(*ast.SelectorExpr)
-				if !ok {
-					return true
-				}
-				s := info.Selections[sel]
-				if s == nil || s.Kind() == types.FieldVal {
-					return true
-				}
-				m := s.Obj().Name()
-				if (m == "Check" || m == "Reset") && isStore(s.Recv()) && !forwards(fd, m) {
-					found = append(found, fmt.Sprintf("%s: %s.%s on %s%s", rel(p.root, fset.Position(sel.Pos())), types.ExprString(sel.X), m, types.TypeString(s.Recv(), nil), enclosing(fd)))
-				}
+		ast.Inspect(decl, func(node ast.Node) bool {
+			sel, ok := node.(*ast.SelectorExpr)
+			if !ok {
 				return true
-			})
-		}
+			}
+			s := info.Selections[sel]
+			if s == nil || s.Kind() == types.FieldVal {
+				return true
+			}
+			if m := s.Obj().Name(); (m == "Check" || m == "Reset") && isStore(s.Recv()) && !forwards(fd, m) {
+				out = append(out, storeCall{sel.Pos(), fmt.Sprintf("%s.%s on %s%s", types.ExprString(sel.X), m, types.TypeString(s.Recv(), nil), in)})
+			}
+			return true
+		})
 	}
-	for _, f := range found {
-		t.Errorf("%s: the server decides through *ratewarden.Limiter, not Store.Check/Reset (docs/architecture.md)", f)
-	}
+	return out
 }
 
 // typeCheck parses and type-checks lp's non-test files, importing its
