@@ -27,12 +27,4 @@ func TestConformance(t *testing.T) {
 			return storetest.Subject{Store: openGoRedisStore(t, srv.Addr), Advance: time.Sleep}
 		})
 	})
-	// A Leaser is a Store too: with small leases, every fixed window and
-	// token bucket check of the suite runs through leases.
-	t.Run("leaser", func(t *testing.T) {
-		storetest.Run(t, func(t *testing.T) storetest.Subject {
-			_, l := openLeaser(t, srv.Addr, WithLeaseSize(3))
-			return storetest.Subject{Store: l, Advance: time.Sleep}
-		})
-	})
 }

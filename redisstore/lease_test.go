@@ -3,512 +3,251 @@ package redisstore
 import (
 	"errors"
 	"fmt"
-	"strconv"
+	"math/rand/v2"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/algo"
 	"github.com/ratewarden/ratewarden/internal/testredis"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 )
 
-// openLeaser makes a Store on a client of its own and a Leaser over it,
-// closed (giving units back) when the test ends unless closed before.
-func openLeaser(tb testing.TB, addr string, opts ...LeaseOption) (*Store, *Leaser) {
-	tb.Helper()
-	s := openStore(tb, addr)
-	l, err := NewLeaser(s, opts...)
-	if err != nil {
-		tb.Fatal(err)
+// takeModel is Lender.Take on internal/algo: a verdict for need, then,
+// when it admits, a check of min(want, remaining) that consumes.
+// It returns the consuming check's outcome (zero when denied).
+func takeModel(m *model, now, need, want int64) (Grant, algo.Outcome) {
+	v := m.eval(0, now, need, false)
+	g := Grant{Now: time.UnixMicro(now), Remaining: v.Remaining,
+		RetryAfter: time.Duration(v.RetryAfter) * time.Microsecond, ResetAfter: time.Duration(v.ResetAfter) * time.Microsecond}
+	lim := m.limits[0]
+	if lim.Algorithm == ratewarden.FixedWindow {
+		P := lim.Period.Microseconds()
+		g.Window = time.UnixMicro(now - now%P)
 	}
-	tb.Cleanup(func() { _ = l.Close(bg) })
-	return s, l
+	if !v.Allowed {
+		return g, algo.Outcome{}
+	}
+	g.Units = min(want, v.Remaining)
+	o := m.eval(0, now, g.Units, true)
+	g.Remaining, g.RetryAfter, g.ResetAfter = o.Remaining, 0, time.Duration(o.ResetAfter)*time.Microsecond
+	if lim.Algorithm == ratewarden.TokenBucket {
+		g.Due = time.Duration(v.ResetAfter) * time.Microsecond
+	}
+	return g, o
 }
 
-// warm loads both scripts into Redis (a first EVALSHA fails with NOSCRIPT
-// and is followed by EVAL: two calls), so that counts that follow are one
-// call per script execution.
-func warm(tb testing.TB, l *Leaser) {
-	tb.Helper()
-	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Second}
-	leaseCheck(tb, l.store, "warm:check", 1, false, lim)
-	leaseCheck(tb, l, "warm:lease", 1, false, lim)
-	if err := l.Reset(bg, "warm:lease", lim); err != nil {
-		tb.Fatal(err)
+// giveModel is Lender.GiveBack on internal/algo's window state.
+func giveModel(m *model, window time.Time, n int64) int64 {
+	w := &m.win[0]
+	if w.Start != window.UnixMicro() || w.Curr == 0 {
+		return 0
 	}
-}
-
-func leaseCheck(tb testing.TB, st ratewarden.Store, key string, cost int64, peek bool, limits ...ratewarden.Limit) []ratewarden.Result {
-	tb.Helper()
-	res := make([]ratewarden.Result, len(limits))
-	if err := st.Check(bg, &ratewarden.Request{Key: key, Limits: limits, Cost: cost, Peek: peek}, res); err != nil {
-		tb.Fatalf("check %s cost %d: %v", key, cost, err)
-	}
-	return res
-}
-
-// windowCount reads a fixed window's count from Redis ("start count 0").
-func windowCount(tb testing.TB, srv *testredis.Server, key string) int64 {
-	tb.Helper()
-	v := do(tb, srv, "GET", key)
-	f := strings.Fields(v)
-	if len(f) != 3 || f[2] != "0" {
-		tb.Fatalf("window state %q, want \"start count 0\"", v)
-	}
-	n, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	n = min(n, w.Curr)
+	w.Curr -= n
 	return n
 }
 
-func TestNewLeaserRejectsBadConfig(t *testing.T) {
+// leasableLimit draws one FixedWindow or TokenBucket limit as the
+// differential test draws its limits.
+func leasableLimit(r *rand.Rand) ratewarden.Limit {
+	for {
+		for _, l := range genLimits(r) {
+			if l.Algorithm == ratewarden.FixedWindow || l.Algorithm == ratewarden.TokenBucket {
+				return l
+			}
+		}
+	}
+}
+
+// runLeaseDifferential runs one random sequence of checks, takes and
+// give-backs on one key through internal/algo and the scripts, and fails
+// at the first difference in a reply or in the state.
+// leaseTally counts what the sequences did, so the test can tell it was
+// not vacuous.
+type leaseTally struct{ granted, denied, givenBack, givenNone int }
+
+func runLeaseDifferential(t *testing.T, c rueidis.Client, s *Store, ev *atEval, ld *Lender, seed uint64, steps int, tally *leaseTally) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 0x5eed1ea5e))
+	lim := leasableLimit(r)
+	m := newModel([]ratewarden.Limit{lim})
+	key := fmt.Sprintf("lease-diff:%d:%d", seed, runs.Add(1))
+	now := time.Now().Add(time.Hour).UnixMicro() + r.Int64N(1e12)
+	var window time.Time // the last take's window
+	res := make([]ratewarden.Result, 1)
+	for i := range steps {
+		var n int64
+		var peek bool
+		now, n, peek = genStep(r, now, m.limits)
+		ev.now = now
+		where := fmt.Sprintf("seed %d step %d (now %d, %v)", seed, i, now, lim)
+		switch op := r.IntN(5); {
+		case op < 2: // a plain check
+			want := m.check(now, n, peek)[0]
+			if _, err := s.check(bg, &ratewarden.Request{Key: key, Limits: m.limits, Cost: n, Peek: peek}, res); err != nil {
+				t.Fatalf("%s: check: %v", where, err)
+			}
+			if res[0].Allowed != want.Allowed || res[0].Remaining != want.Remaining {
+				t.Fatalf("%s: check cost %d: %+v, algo %+v", where, n, res[0], want)
+			}
+			compareState(t, c, s, m, 0, key, want)
+		case op < 4 || lim.Algorithm == ratewarden.TokenBucket: // a take
+			need := max(n, 1)
+			want := need + r.Int64N(3)*r.Int64N(min(lim.Capacity(), 100)+1)
+			wg, o := takeModel(m, now, need, want)
+			g, err := ld.Take(bg, key, lim, need, want)
+			if err != nil {
+				t.Fatalf("%s: take %d..%d: %v", where, need, want, err)
+			}
+			if !g.Now.Equal(wg.Now) || !g.Window.Equal(wg.Window) || g.Units != wg.Units || g.Remaining != wg.Remaining ||
+				g.RetryAfter != wg.RetryAfter || g.ResetAfter != wg.ResetAfter || g.Due != wg.Due {
+				t.Fatalf("%s: take %d..%d:\n got %+v\nwant %+v", where, need, want, g, wg)
+			}
+			if g.Units > 0 {
+				window = g.Window
+				tally.granted++
+			} else {
+				tally.denied++
+			}
+			compareState(t, c, s, m, 0, key, o)
+		default: // a give-back, to the last take's window or an earlier one
+			w := window
+			if r.IntN(4) == 0 {
+				w = w.Add(-lim.Period)
+			}
+			units := 1 + r.Int64N(min(lim.Capacity(), 50))
+			want := giveModel(m, w, units)
+			got, err := ld.GiveBack(bg, key, lim, w, units)
+			if err != nil || got != want {
+				t.Fatalf("%s: give back %d to %v: %d, %v; algo gives back %d", where, units, w, got, err, want)
+			}
+			if got > 0 {
+				tally.givenBack++
+			} else {
+				tally.givenNone++
+			}
+			compareState(t, c, s, m, 0, key, algo.Outcome{})
+		}
+	}
+}
+
+// TestLeaseDifferential holds the lease script to internal/algo bit for
+// bit: a take is a verdict and a consuming check at one instant, a
+// give-back lowers the window's count, and both leave exactly algo's
+// state (and a take the expiry a check sets), interleaved with checks.
+func TestLeaseDifferential(t *testing.T) {
+	srv := testredis.Start(t)
+	c := newClient(t, srv.Addr)
+	s, ev := newClockStore(t, c)
+	ld, err := NewLender(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tally leaseTally
+	for seed := range uint64(300) {
+		runLeaseDifferential(t, c, s, ev, ld, seed, 30, &tally)
+	}
+	gc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = gc.Close() })
+	gs, gev := clockStore(t, &goRedisEval{c: gc, s: redis.NewScript(testClockLua + checkBody)})
+	gld, err := NewLender(gs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seed := range uint64(30) {
+		runLeaseDifferential(t, c, gs, gev, gld, 1000+seed, 30, &tally)
+	}
+	t.Logf("takes granted %d, denied %d; give-backs that gave back %d, that found nothing %d", tally.granted, tally.denied, tally.givenBack, tally.givenNone)
+	if tally.granted < 100 || tally.denied < 100 || tally.givenBack < 20 || tally.givenNone < 20 {
+		t.Errorf("the sequences missed a case: %+v", tally)
+	}
+}
+
+// Bad arguments are errors naming the field, and reach no Redis.
+func TestLenderRejectsBadArguments(t *testing.T) {
 	srv := testredis.Start(t)
 	s := openStore(t, srv.Addr)
-	for _, tc := range []struct {
-		name  string
-		store *Store
-		opts  []LeaseOption
-		want  string
-	}{
-		{"nil store", nil, nil, "store"},
-		{"nil option", s, []LeaseOption{nil}, "LeaseOption"},
-		{"zero size", s, []LeaseOption{WithLeaseSize(0)}, "lease size"},
-		{"nil selector", s, []LeaseOption{WithLeased(nil)}, "leased selector"},
-		{"zero max", s, []LeaseOption{WithMaxLeases(0)}, "max leases"},
-	} {
-		l, err := NewLeaser(tc.store, tc.opts...)
-		if l != nil || !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, %v; want ErrInvalidConfig naming %q", tc.name, l, err, tc.want)
-		}
+	ld, err := NewLender(s)
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-// A lease takes units from the very counter plain checks use, in their
-// format and with their expiry; its units are then used without Redis.
-func TestLeaseFixedWindowSharesTheCounter(t *testing.T) {
-	srv := testredis.Start(t)
-	plain, l := openLeaser(t, srv.Addr, WithLeaseSize(4))
-	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Hour}
-	key := plain.Key("k", lim)
-	warm(t, l)
-
+	fw := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Minute}
+	tb := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Minute}
 	before := scriptCalls(t, srv)
-	r := leaseCheck(t, l, "k", 1, false, lim)[0]
-	if !r.Allowed || r.Source != ratewarden.SourceStore || r.Remaining != 9 {
-		t.Fatalf("first check = %+v, want admitted by the script, 9 left", r)
+	take := func(key string, lim ratewarden.Limit, need, want int64) func() error {
+		return func() error { _, err := ld.Take(bg, key, lim, need, want); return err }
 	}
-	if n := windowCount(t, srv, key); n != 4 {
-		t.Fatalf("count after a lease of 4 = %d", n)
+	give := func(key string, lim ratewarden.Limit, n int64) func() error {
+		return func() error { _, err := ld.GiveBack(bg, key, lim, time.Now(), n); return err }
 	}
-	pttl, _ := strconv.ParseInt(do(t, srv, "PTTL", key), 10, 64)
-	if pttl <= 0 || pttl > time.Hour.Milliseconds() {
-		t.Errorf("PTTL after a lease = %d ms, want in (0, 1h]", pttl)
-	}
-	// The same state as a plain check of cost 4 in this window.
-	leaseCheck(t, plain, "other", 4, false, lim)
-	if a, b := do(t, srv, "GET", key), do(t, srv, "GET", plain.Key("other", lim)); a != b {
-		t.Errorf("lease state %q, plain check state %q", a, b)
-	}
-	if a, b := do(t, srv, "PEXPIRETIME", key), do(t, srv, "PEXPIRETIME", plain.Key("other", lim)); a != b {
-		t.Errorf("lease expires at %s, plain check at %s", a, b)
-	}
-	if n := scriptCalls(t, srv) - before; n != 2 {
-		t.Fatalf("%d script calls, want 2", n)
-	}
-	before = scriptCalls(t, srv)
-	for i := range 3 {
-		r := leaseCheck(t, l, "k", 1, false, lim)[0]
-		// Remaining: the lease's units left plus the 6 Redis had beyond it.
-		if !r.Allowed || r.Source != ratewarden.SourceLease || r.Remaining != int64(2-i)+6 {
-			t.Errorf("leased check %d = %+v, want a local admission with %d remaining", i, r, 8-i)
-		}
-	}
-	if r := leaseCheck(t, l, "k", 1, true, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceStore || r.Remaining != 6 {
-		t.Errorf("peek with an empty lease and 6 left in Redis = %+v, want Redis' admission", r)
-	}
-	if n := scriptCalls(t, srv) - before; n != 1 {
-		t.Errorf("%d script calls for 3 leased checks and a peek, want 1 (the peek)", n)
-	}
-	// A plain check sees the leased units as taken.
-	if r := leaseCheck(t, plain, "k", 0, true, lim)[0]; r.Remaining != 6 {
-		t.Errorf("plain peek remaining = %d, want 6", r.Remaining)
-	}
-}
-
-func TestLeasePassesThroughWhatItDoesNotLease(t *testing.T) {
-	srv := testredis.Start(t)
-	fw := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 100, Period: time.Hour}
-	sw := ratewarden.PerHour(100)
-	other := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 50, Period: time.Minute}
-	_, l := openLeaser(t, srv.Addr, WithLeaseSize(10), WithLeased(func(l ratewarden.Limit) bool { return l.Period == time.Hour }))
-	warm(t, l)
 	for _, tc := range []struct {
-		name   string
-		cost   int64
-		limits []ratewarden.Limit
+		name string
+		call func() error
+		want error
+		says string
 	}{
-		{"sliding window", 1, []ratewarden.Limit{sw}},
-		{"not selected", 1, []ratewarden.Limit{other}},
-		{"multi-limit", 1, []ratewarden.Limit{fw, other}},
-		{"cost 0", 0, []ratewarden.Limit{fw}},
+		{"take sliding_window", take("k", ratewarden.PerMinute(100), 1, 1), ratewarden.ErrInvalidLimit, "fixed_window or token_bucket"},
+		{"take need 0", take("k", fw, 0, 5), ratewarden.ErrInvalidCost, "need"},
+		{"take want < need", take("k", fw, 3, 2), ratewarden.ErrInvalidCost, "want"},
+		{"take need > capacity", take("k", tb, 11, 20), ratewarden.ErrInvalidCost, "capacity"},
+		{"take empty key", take("", fw, 1, 1), ratewarden.ErrInvalidKey, "key"},
+		{"take invalid limit", take("k", ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10}, 1, 1), ratewarden.ErrInvalidLimit, "period"},
+		{"give back token_bucket", give("k", tb, 1), ratewarden.ErrInvalidLimit, "fixed windows only"},
+		{"give back 0", give("k", fw, 0), ratewarden.ErrInvalidCost, "units"},
+		{"give back empty key", give("", fw, 1), ratewarden.ErrInvalidKey, "key"},
 	} {
-		before := scriptCalls(t, srv)
-		for range 3 {
-			for _, r := range leaseCheck(t, l, "k:"+tc.name, tc.cost, false, tc.limits...) {
-				if !r.Allowed || r.Source != ratewarden.SourceStore {
-					t.Errorf("%s: %+v, want the store's admission", tc.name, r)
-				}
-			}
+		err := tc.call()
+		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v; want %v naming %q", tc.name, err, tc.want, tc.says)
 		}
-		if n := scriptCalls(t, srv) - before; n != 3 {
-			t.Errorf("%s: %d script calls for 3 checks, want 3 (plain)", tc.name, n)
-		}
-	}
-	if n := l.Leases(); n != 0 {
-		t.Errorf("Leases = %d, want 0", n)
-	}
-	// Bad input is rejected before Redis.
-	before := scriptCalls(t, srv)
-	res := make([]ratewarden.Result, 1)
-	if err := l.Check(bg, &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{fw}, Cost: 101}, res); !errors.Is(err, ratewarden.ErrInvalidCost) {
-		t.Errorf("cost above capacity: %v", err)
-	}
-	if err := l.Check(bg, nil, res); !errors.Is(err, ratewarden.ErrInvalidConfig) {
-		t.Errorf("nil request: %v", err)
-	}
-	if err := l.Reset(bg, "", fw); !errors.Is(err, ratewarden.ErrInvalidKey) {
-		t.Errorf("Reset empty key: %v", err)
 	}
 	if n := scriptCalls(t, srv) - before; n != 0 {
-		t.Errorf("bad input made %d script calls", n)
+		t.Errorf("bad arguments made %d script calls", n)
 	}
 }
 
-// Close gives unused fixed-window units back: the count is then exactly
-// what was admitted.
-func TestLeaseCloseGivesBack(t *testing.T) {
+// plainEval is an evaluator that cannot run another script.
+type plainEval struct{ evaluator }
+
+func TestNewLenderRefuses(t *testing.T) {
+	if _, err := NewLender(nil); !errors.Is(err, ratewarden.ErrInvalidConfig) {
+		t.Errorf("NewLender(nil): %v", err)
+	}
 	srv := testredis.Start(t)
-	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: time.Hour}
-	var leasers []*Leaser
-	var plain *Store
-	for range 4 {
-		s, l := openLeaser(t, srv.Addr, WithLeaseSize(30))
-		plain, leasers = s, append(leasers, l)
-	}
-	admitted := 0
-	for i := range 4 * 55 {
-		if r := leaseCheck(t, leasers[i%4], "k", 1, false, lim)[0]; r.Allowed {
-			admitted++
-		}
-	}
-	key := plain.Key("k", lim)
-	if n := windowCount(t, srv, key); admitted != 220 || n != 4*60 {
-		t.Fatalf("admitted %d, count %d; want 220 admitted, 240 counted (4 × 2 leases of 30)", admitted, n)
-	}
-	for _, l := range leasers {
-		if err := l.Close(bg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := windowCount(t, srv, key); n != 220 {
-		t.Errorf("count after Close = %d, want 220", n)
-	}
-	// Closed: checks are plain.
-	if r := leaseCheck(t, leasers[0], "k", 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceStore || r.Remaining != 779 {
-		t.Errorf("check after Close = %+v, want a plain admission, 779 left", r)
-	}
-}
-
-func TestLeaseReset(t *testing.T) {
-	srv := testredis.Start(t)
-	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Hour}
-	plain, l := openLeaser(t, srv.Addr, WithLeaseSize(10))
-	for range 10 {
-		leaseCheck(t, l, "k", 1, false, lim)
-	}
-	if r := leaseCheck(t, l, "k", 1, false, lim)[0]; r.Allowed || r.Source != ratewarden.SourceStore {
-		t.Fatalf("11th = %+v, want Redis' denial", r)
-	}
-	if r := leaseCheck(t, l, "k", 1, false, lim)[0]; r.Allowed || r.Source != ratewarden.SourceCache || r.RetryAfter <= 0 {
-		t.Fatalf("12th = %+v, want the remembered denial", r)
-	}
-	if err := l.Reset(bg, "k", lim); err != nil {
-		t.Fatal(err)
-	}
-	if got := do(t, srv, "EXISTS", plain.Key("k", lim)); got != "0" {
-		t.Fatalf("key exists after Reset: %s", got)
-	}
-	if r := leaseCheck(t, l, "k", 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceStore || r.Remaining != 9 {
-		t.Errorf("after Reset = %+v, want a fresh lease", r)
-	}
-}
-
-// Token-bucket units may be used only until the instant GCRA would have
-// admitted them; later the Leaser asks Redis again. The checks that need
-// the first calls to come quickly (within one unit's interval) tell when
-// they did not, and the test runs again with a period twice as long.
-func TestLeaseTokenBucketUnitsExpire(t *testing.T) {
-	srv := testredis.Start(t)
-	plain, l := openLeaser(t, srv.Addr, WithLeaseSize(3))
-	warm(t, l)
-	var lates []string
-	for attempt, period := range []time.Duration{4 * time.Second, 8 * time.Second, 16 * time.Second} {
-		late := leaseUnitsExpire(t, srv, plain, l, "k"+strconv.Itoa(attempt), period)
-		if late == "" {
-			return
-		}
-		lates = append(lates, late)
-	}
-	t.Fatalf("too slow to check, in every attempt (is the machine overloaded?): %q", lates)
-}
-
-func leaseUnitsExpire(t *testing.T, srv *testredis.Server, plain *Store, l *Leaser, key string, period time.Duration) (late string) {
-	// One unit per period/5 (800 ms at 4 s).
-	lim := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 5, Period: period, Burst: 5}
-	unit := period / 5
-	before := scriptCalls(t, srv)
-	start := time.Now()
-	if r := leaseCheck(t, l, key, 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceStore {
-		t.Fatalf("first = %+v", r)
-	}
-	// Units 1 and 2 are usable until one and two units after the first.
-	if r := leaseCheck(t, l, key, 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceLease {
-		if took := time.Since(start); took >= unit {
-			return fmt.Sprintf("period %v: the second check came %v after the first, past unit 1's instant", period, took)
-		}
-		t.Fatalf("second (at once) = %+v, want a local admission", r)
-	}
-	if n := scriptCalls(t, srv) - before; n != 1 {
-		t.Fatalf("%d script calls, want 1", n)
-	}
-	// The lease moved the TAT by 3 units ahead of the first check's
-	// instant, which was at most elapsed ago.
-	tat, _ := strconv.ParseInt(do(t, srv, "GET", plain.Key(key, lim)), 10, 64)
-	ahead := time.Duration(tat-redisTime(t, srv)) * time.Microsecond
-	elapsed := time.Since(start)
-	if elapsed >= unit {
-		return fmt.Sprintf("period %v: the TAT was read %v after the first check: 3 units ahead cannot be told from 2", period, elapsed)
-	}
-	if ahead > 3*unit || ahead <= 3*unit-elapsed-time.Millisecond {
-		t.Errorf("TAT %v ahead of now, %v after the first check; want in (3 units − %[2]v, 3 units] (a unit is %v)", ahead, elapsed, unit)
-	}
-	time.Sleep(2*unit + unit/4) // unit 2's instant has passed
-	if r := leaseCheck(t, l, key, 1, false, lim)[0]; !r.Allowed || r.Source != ratewarden.SourceStore {
-		t.Errorf("after 2¼ units = %+v, want a new lease from Redis", r)
-	}
-	if n := scriptCalls(t, srv) - before; n != 2 {
-		t.Errorf("%d script calls, want 2", n)
-	}
-	return ""
-}
-
-// hotKey runs instances × goroutines × perG checks of one key, each
-// instance a Store (or Leaser) on a client of its own, and returns the
-// admitted count and the script calls Redis served.
-func hotKey(t *testing.T, srv *testredis.Server, stores []ratewarden.Store, key string, lim ratewarden.Limit, goroutines, perG int) (admitted, calls int64) {
-	t.Helper()
-	var wg sync.WaitGroup
-	var a atomic.Int64
-	errs := make(chan error, len(stores)*goroutines)
-	before := scriptCalls(t, srv)
-	for _, st := range stores {
-		lm, err := ratewarden.New(st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range goroutines {
-			wg.Go(func() {
-				for range perG {
-					r, err := lm.Allow(bg, key, lim)
-					if err != nil {
-						errs <- err
-						return
-					}
-					if r.Allowed {
-						a.Add(1)
-					}
-				}
-			})
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	return a.Load(), scriptCalls(t, srv) - before
-}
-
-// TestLeaseHotKeyFourInstances: 4 instances flood one key. With leases
-// they never admit more than the limit and make at least 5× fewer script
-// calls than plain checks. They may admit less: an instance whose
-// goroutines run out of checks while it still holds leased units leaves
-// them unused — at most one lease per instance.
-func TestLeaseHotKeyFourInstances(t *testing.T) {
-	srv := testredis.Start(t)
-	const instances, goroutines, perG = 4, 16, 40 // 2560 checks
-	for _, tc := range []struct {
-		lim ratewarden.Limit
-		max int64 // admitted at most (a token bucket refills ~0 during the test)
-		min int64
-	}{
-		{ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: time.Hour}, 1000, 1000},
-		{ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1000, Period: 24 * time.Hour}, 1001, 900},
-	} {
-		t.Run(tc.lim.Algorithm.String(), func(t *testing.T) {
-			var plain, leased []ratewarden.Store
-			for range instances {
-				plain = append(plain, openStore(t, srv.Addr))
-				_, l := openLeaser(t, srv.Addr, WithLeaseSize(50))
-				leased = append(leased, l)
-			}
-			pa, pc := hotKey(t, srv, plain, "plain", tc.lim, goroutines, perG)
-			la, lc := hotKey(t, srv, leased, "leased", tc.lim, goroutines, perG)
-			t.Logf("%v, %d checks on %d instances: plain admitted %d in %d script calls; leases of 50 admitted %d in %d script calls (%.1fx fewer)",
-				tc.lim, instances*goroutines*perG, instances, pa, pc, la, lc, float64(pc)/float64(lc))
-			if pa < tc.min || pa > tc.max {
-				t.Errorf("plain admitted %d, want in [%d, %d]", pa, tc.min, tc.max)
-			}
-			if leaseMin := tc.min - instances*50; la < leaseMin || la > tc.max {
-				t.Errorf("leases admitted %d, want in [%d, %d] (at most one unused lease of 50 per instance)", la, leaseMin, tc.max)
-			}
-			if lc == 0 || pc < 5*lc {
-				t.Errorf("script calls: plain %d, leases %d; want at least 5x fewer", pc, lc)
-			}
-		})
-	}
-}
-
-// The Leaser works on a go-redis client too.
-func TestLeaseGoRedis(t *testing.T) {
-	srv := testredis.Start(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = c.Close() })
-	s, err := NewGoRedis(c)
+	s, err := newStore(plainEval{&rueidisEval{c: newClient(t, srv.Addr), lua: rueidis.NewLuaScript(script)}}, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := NewLeaser(s, WithLeaseSize(5))
+	if _, err := NewLender(s); !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), "New or NewGoRedis") {
+		t.Errorf("NewLender(a Store on another evaluator): %v", err)
+	}
+}
+
+// A take from a key that holds another type or a malformed state fails
+// with ErrStoreUnavailable and changes nothing.
+func TestLenderWrongType(t *testing.T) {
+	srv := testredis.Start(t)
+	s := openStore(t, srv.Addr)
+	ld, err := NewLender(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 7, Period: time.Hour}
-	var got []ratewarden.Source
-	admitted := 0
-	for range 9 {
-		r := leaseCheck(t, l, "k", 1, false, lim)[0]
-		got = append(got, r.Source)
-		if r.Allowed {
-			admitted++
+	fw := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Minute}
+	tb := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Minute}
+	do(t, srv, "SET", s.Key("bad", fw), "not a window")
+	do(t, srv, "LPUSH", s.Key("bad", tb), "x")
+	for _, lim := range []ratewarden.Limit{fw, tb} {
+		if _, err := ld.Take(bg, "bad", lim, 1, 5); !errors.Is(err, ratewarden.ErrStoreUnavailable) {
+			t.Errorf("take %v: %v, want ErrStoreUnavailable", lim, err)
 		}
 	}
-	const store, lease, cache = ratewarden.SourceStore, ratewarden.SourceLease, ratewarden.SourceCache
-	want := []ratewarden.Source{store, lease, lease, lease, lease, store, lease, store, cache}
-	if admitted != 7 || len(got) != len(want) {
-		t.Fatalf("admitted %d, sources %v", admitted, got)
+	if _, err := ld.GiveBack(bg, "bad", fw, time.Now(), 1); !errors.Is(err, ratewarden.ErrStoreUnavailable) {
+		t.Errorf("give back: %v, want ErrStoreUnavailable", err)
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("sources %v, want %v", got, want)
-		}
-	}
-	if err := l.Close(bg); err != nil {
-		t.Fatal(err)
-	}
-	if n := windowCount(t, srv, s.Key("k", lim)); n != 7 {
-		t.Errorf("count after Close = %d, want 7", n)
-	}
-}
-
-// TestLeaseUnderAdmission measures the trade-off: replicas that hold
-// unused units make the busy replica deny early, by exactly those units,
-// until they give them back.
-func TestLeaseUnderAdmission(t *testing.T) {
-	srv := testredis.Start(t)
-	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: time.Hour}
-	var ls []*Leaser
-	for range 4 {
-		_, l := openLeaser(t, srv.Addr, WithLeaseSize(50))
-		ls = append(ls, l)
-	}
-	admitted := 0
-	for _, l := range ls[1:] { // three quiet replicas: 10 checks each
-		for range 10 {
-			if leaseCheck(t, l, "k", 1, false, lim)[0].Allowed {
-				admitted++
-			}
-		}
-	}
-	busy := 0
-	for range 1200 {
-		if leaseCheck(t, ls[0], "k", 1, false, lim)[0].Allowed {
-			busy++
-		}
-	}
-	t.Logf("leases of 50, 4 replicas: quiet replicas admitted %d, the busy one %d: %d of 1000 (%d held unused)", admitted, busy, admitted+busy, 1000-admitted-busy)
-	if admitted != 30 || busy != 1000-30-3*40 {
-		t.Fatalf("admitted %d + %d, want 30 + %d", admitted, busy, 1000-30-3*40)
-	}
-	for _, l := range ls[1:] {
-		if err := l.Close(bg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	more := 0
-	for range 200 {
-		if leaseCheck(t, ls[0], "k", 1, false, lim)[0].Allowed {
-			more++
-		}
-	}
-	// The busy replica remembered Redis' denial until the window ends; a
-	// plain check on a fresh Leaser sees the given-back units.
-	if more != 0 {
-		t.Errorf("busy replica admitted %d after the give-back, want 0 (it remembers the denial)", more)
-	}
-	_, fresh := openLeaser(t, srv.Addr, WithLeaseSize(50))
-	for range 200 {
-		if leaseCheck(t, fresh, "k", 1, false, lim)[0].Allowed {
-			more++
-		}
-	}
-	if more != 3*40 {
-		t.Errorf("after the quiet replicas closed, %d more admitted, want %d", more, 3*40)
-	}
-}
-
-// BenchmarkHotKey: one key, 1e12 per hour (never denied), checked from
-// parallel goroutines on one Store: plain checks against leases.
-func BenchmarkHotKey(b *testing.B) {
-	srv := testredis.Start(b)
-	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: ratewarden.MaxRate, Period: time.Hour}
-	run := func(b *testing.B, st ratewarden.Store) {
-		lm, err := ratewarden.New(st)
-		if err != nil {
-			b.Fatal(err)
-		}
-		before := scriptCalls(b, srv)
-		b.ReportAllocs()
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if r, err := lm.Allow(bg, "hot", lim); err != nil || !r.Allowed {
-					b.Errorf("%+v, %v", r, err)
-					return
-				}
-			}
-		})
-		b.StopTimer()
-		b.ReportMetric(float64(scriptCalls(b, srv)-before)/float64(b.N), "calls/op")
-	}
-	b.Run("plain", func(b *testing.B) { run(b, openStore(b, srv.Addr)) })
-	for _, size := range []int64{10, 50, 200} {
-		b.Run("lease"+strconv.FormatInt(size, 10), func(b *testing.B) {
-			_, l := openLeaser(b, srv.Addr, WithLeaseSize(size))
-			run(b, l)
-		})
+	if v := do(t, srv, "GET", s.Key("bad", fw)); v != "not a window" {
+		t.Errorf("state after the failed take: %q", v)
 	}
 }

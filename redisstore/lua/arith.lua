@@ -1,9 +1,16 @@
--- Exact integer arithmetic in Lua's doubles, and the token bucket's state,
--- shared by check.lua and lease.lua (each script is the clock preamble,
--- this file, then its own part). Integers below 2^53 add, subtract and
--- compare exactly; muldiv covers the products that can go beyond.
+-- Exact integer arithmetic in the doubles of Redis' Lua. Integers below
+-- 2^53 add, subtract and compare exactly; muldiv covers the products that
+-- can go beyond (internal/algo bounds every stored quantity below 2^53).
+-- This part needs nothing from the clock.
 
-local fmod, format, match, tonumber = math.fmod, string.format, string.match, tonumber
+local ceil, fmod, format = math.ceil, math.fmod, string.format
+
+-- int formats an integral number in full (tostring keeps 14 digits only).
+local function int(x) return format('%d', x) end
+
+-- ms_at is the PXAT argument for an instant in µs: in ms, rounded up, so a
+-- key never expires before the instant its state is good for.
+local function ms_at(us) return format('%d', ceil(us / 1000)) end
 
 -- muldiv returns q, r with a * b = q * c + r and 0 <= r < c, exactly
 -- (algo.MulDiv), for integers a, b >= 0 and c > 0 below 2^53 whose
@@ -35,53 +42,4 @@ local function muldiv(a, b, c)
     h = h / 2
   end
   return q, r
-end
-
--- parse_tat reads a token bucket's state: "T" or "T F", the TAT
--- T + F/rate µs (algo.Bucket).
-local function parse_tat(v, key)
-  local t, f = match(v, '^(%d+)$'), '0'
-  if not t then t, f = match(v, '^(%d+) (%d+)$') end
-  if not t then error('ratewarden: malformed token bucket state at ' .. key) end
-  return tonumber(t), tonumber(f)
-end
-
--- tat_string is the inverse of parse_tat; a whole TAT is one integer.
-local function tat_string(t, f)
-  if f > 0 then return format('%d %d', t, f) end
-  return format('%d', t)
-end
-
--- algo.bucketUsed
-local function used(t, f, rate, P)
-  local q, r = muldiv(t - now, rate, P)
-  r = r + f
-  if r >= P then q, r = q + 1, r - P end
-  if r > 0 then q = q + 1 end
-  return q
-end
-
--- algo.bucketAdvance
-local function advance(t, f, n, rate, P)
-  local q, r = muldiv(n, P, rate)
-  f = f + r
-  if f >= rate then q, f = q + 1, f - rate end
-  return t + q, f
-end
-
--- algo.bucketRetry
-local function bucket_retry(t, f, rate, P, cap, n)
-  local q, r = muldiv(cap - n, P, rate)
-  if r < f then q = q - 1 end
-  local d = t - now - q
-  if d < 1 then d = 1 end
-  return d
-end
-
--- bucket_now is the stored bucket as algo.TokenBucket reads it at now: a
--- fraction from a larger rate rounds up, a TAT in the past is a full bucket.
-local function bucket_now(t, f, rate)
-  if f >= rate then t, f = t + 1, 0 end
-  if t < now then t, f = now, 0 end
-  return t, f
 end

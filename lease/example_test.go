@@ -1,4 +1,4 @@
-package redisstore_test
+package lease_test
 
 import (
 	"context"
@@ -9,25 +9,26 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/lease"
 	"github.com/ratewarden/ratewarden/redisstore"
 )
 
 // Lease mode for a hot key: the replica takes 50 units at a time from
 // Redis and answers from them locally. The check that takes a lease is
 // answered by Redis (Source store); the next ones come from the lease.
-func ExampleNewLeaser() {
+func ExampleNew() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	store, err := redisstore.NewGoRedis(client)
 	if err != nil {
 		log.Fatal(err)
 	}
-	leaser, err := redisstore.NewLeaser(store, redisstore.WithLeaseSize(50))
+	leased, err := lease.New(store, lease.WithSize(50))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer leaser.Close(context.Background()) // gives unused units back
-	limiter, err := ratewarden.New(leaser)
+	defer leased.Close(context.Background()) // gives unused units back
+	limiter, err := ratewarden.New(leased)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func ExampleNewLeaser() {
 		}
 		fmt.Println(r.Allowed, r.Source)
 	}
-	fmt.Println("leases held:", leaser.Leases())
+	fmt.Println("leases held:", leased.Leases())
 	// Output:
 	// true store
 	// true lease
@@ -47,34 +48,34 @@ func ExampleNewLeaser() {
 	// leases held: 1
 }
 
-func ExampleWithLeaseSize() {
+func ExampleWithSize() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr}) // connects on first use only
 	defer client.Close()
 	store, err := redisstore.NewGoRedis(client)
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, err = redisstore.NewLeaser(store, redisstore.WithLeaseSize(0))
+	_, err = lease.New(store, lease.WithSize(0))
 	fmt.Println(err)
 	// Output:
-	// redisstore: ratewarden: invalid config: lease size must be at least 1, got 0
+	// lease: size must be at least 1, got 0: ratewarden: invalid config
 }
 
 // Only the limits the selector picks use leases; the others are plain
 // checks of the Store.
-func ExampleWithLeased() {
+func ExampleWithFilter() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	store, err := redisstore.NewGoRedis(client)
 	if err != nil {
 		log.Fatal(err)
 	}
-	leaser, err := redisstore.NewLeaser(store, redisstore.WithLeased(func(l ratewarden.Limit) bool { return l.Rate >= 1000 }))
+	leased, err := lease.New(store, lease.WithFilter(func(l ratewarden.Limit) bool { return l.Rate >= 1000 }))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer leaser.Close(context.Background())
-	limiter, err := ratewarden.New(leaser)
+	defer leased.Close(context.Background())
+	limiter, err := ratewarden.New(leased)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -107,22 +108,22 @@ func ExampleWithMaxLeases() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, err = redisstore.NewLeaser(store, redisstore.WithMaxLeases(-1))
+	_, err = lease.New(store, lease.WithMaxLeases(-1))
 	fmt.Println(err)
 	// Output:
-	// redisstore: ratewarden: invalid config: max leases must be at least 1, got -1
+	// lease: max leases must be at least 1, got -1: ratewarden: invalid config
 }
 
 // Close gives the unused units of fixed-window leases back; a closed
-// Leaser makes plain checks. Closing twice does nothing.
-func ExampleLeaser_Close() {
+// lease Store makes plain checks. Closing twice does nothing.
+func ExampleStore_Close() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	store, err := redisstore.NewGoRedis(client)
 	if err != nil {
 		log.Fatal(err)
 	}
-	leaser, err := redisstore.NewLeaser(store, redisstore.WithLeaseSize(50))
+	leased, err := lease.New(store, lease.WithSize(50))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -130,10 +131,10 @@ func ExampleLeaser_Close() {
 	quota := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: time.Hour}
 	req := &ratewarden.Request{Key: "close-example", Limits: []ratewarden.Limit{quota}, Cost: 1}
 	res := make([]ratewarden.Result, 1)
-	if err := leaser.Check(ctx, req, res); err != nil {
+	if err := leased.Check(ctx, req, res); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(leaser.Close(ctx), leaser.Close(ctx))
+	fmt.Println(leased.Close(ctx), leased.Close(ctx))
 
 	// The 49 units leased but not used are back in Redis: only 1 is spent.
 	req.Peek = true
@@ -148,19 +149,19 @@ func ExampleLeaser_Close() {
 
 // Reset drops this replica's leases of the key and deletes its state in
 // Redis.
-func ExampleLeaser_Reset() {
+func ExampleStore_Reset() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	store, err := redisstore.NewGoRedis(client)
 	if err != nil {
 		log.Fatal(err)
 	}
-	leaser, err := redisstore.NewLeaser(store)
+	leased, err := lease.New(store)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer leaser.Close(context.Background())
-	limiter, err := ratewarden.New(leaser)
+	defer leased.Close(context.Background())
+	limiter, err := ratewarden.New(leased)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -169,11 +170,11 @@ func ExampleLeaser_Reset() {
 	if _, err := limiter.Allow(ctx, "reset-example", search); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("leases:", leaser.Leases())
+	fmt.Println("leases:", leased.Leases())
 	if err := limiter.Reset(ctx, "reset-example", search); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("leases after reset:", leaser.Leases())
+	fmt.Println("leases after reset:", leased.Leases())
 	// Output:
 	// leases: 1
 	// leases after reset: 0
@@ -181,25 +182,25 @@ func ExampleLeaser_Reset() {
 
 // Check is what a Limiter calls; a service building Requests itself can
 // call it directly.
-func ExampleLeaser_Check() {
+func ExampleStore_Check() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	store, err := redisstore.NewGoRedis(client)
 	if err != nil {
 		log.Fatal(err)
 	}
-	leaser, err := redisstore.NewLeaser(store)
+	leased, err := lease.New(store)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer leaser.Close(context.Background())
+	defer leased.Close(context.Background())
 	req := &ratewarden.Request{Key: "check-example", Limits: []ratewarden.Limit{{Algorithm: ratewarden.TokenBucket, Rate: 100, Period: time.Hour}}, Cost: 1}
 	if err := ratewarden.ValidateRequest(req); err != nil {
 		log.Fatal(err)
 	}
 	res := make([]ratewarden.Result, 1)
 	for range 2 {
-		if err := leaser.Check(context.Background(), req, res); err != nil {
+		if err := leased.Check(context.Background(), req, res); err != nil {
 			log.Fatal(err)
 		}
 		fmt.Println(res[0].Allowed, res[0].Source, res[0].Remaining)
@@ -209,18 +210,18 @@ func ExampleLeaser_Check() {
 	// true lease 98
 }
 
-func ExampleLeaser_Leases() {
+func ExampleStore_Leases() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer client.Close()
 	store, err := redisstore.NewGoRedis(client)
 	if err != nil {
 		log.Fatal(err)
 	}
-	leaser, err := redisstore.NewLeaser(store)
+	leased, err := lease.New(store)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(leaser.Leases())
+	fmt.Println(leased.Leases())
 	// Output:
 	// 0
 }

@@ -1,0 +1,107 @@
+package lease
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/rueidis"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/testredis"
+	"github.com/ratewarden/ratewarden/redisstore"
+)
+
+var bg = context.Background()
+
+// openStore makes a redisstore.Store on a rueidis client of its own,
+// closed when the test ends.
+func openStore(tb testing.TB, addr string, opts ...redisstore.Option) *redisstore.Store {
+	tb.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		tb.Fatalf("rueidis.NewClient(%s): %v", addr, err)
+	}
+	tb.Cleanup(c.Close)
+	s, err := redisstore.New(c, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// openLease makes a redisstore.Store on a client of its own and a lease
+// Store over it, closed (giving units back) when the test ends unless
+// closed before.
+func openLease(tb testing.TB, addr string, opts ...Option) (*redisstore.Store, *Store) {
+	tb.Helper()
+	s := openStore(tb, addr)
+	l, err := New(s, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = l.Close(bg) })
+	return s, l
+}
+
+// do runs a command through testredis (a client independent of the code
+// under test) and fails the test on error.
+func do(tb testing.TB, srv *testredis.Server, args ...string) string {
+	tb.Helper()
+	r, err := srv.Do(args...)
+	if err != nil {
+		tb.Fatalf("redis %v: %v", args, err)
+	}
+	return r
+}
+
+// scriptCalls is the number of EVALSHA and EVAL calls Redis has served.
+func scriptCalls(tb testing.TB, srv *testredis.Server) int64 {
+	tb.Helper()
+	n, err := srv.ScriptCalls()
+	if err != nil {
+		tb.Fatalf("INFO commandstats: %v", err)
+	}
+	return n
+}
+
+// redisTime returns Redis' TIME in microseconds.
+func redisTime(tb testing.TB, srv *testredis.Server) int64 {
+	tb.Helper()
+	parts := strings.Split(do(tb, srv, "TIME"), "\n")
+	if len(parts) != 2 {
+		tb.Fatalf("TIME: %q", parts)
+	}
+	sec, err1 := strconv.ParseInt(parts[0], 10, 64)
+	usec, err2 := strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		tb.Fatalf("TIME: %q", parts)
+	}
+	return sec*1_000_000 + usec
+}
+
+// check runs one check through st and fails the test on error.
+func check(tb testing.TB, st ratewarden.Store, key string, cost int64, peek bool, limits ...ratewarden.Limit) []ratewarden.Result {
+	tb.Helper()
+	res := make([]ratewarden.Result, len(limits))
+	if err := st.Check(bg, &ratewarden.Request{Key: key, Limits: limits, Cost: cost, Peek: peek}, res); err != nil {
+		tb.Fatalf("check %s cost %d: %v", key, cost, err)
+	}
+	return res
+}
+
+// windowCount reads a fixed window's count from Redis ("start count 0").
+func windowCount(tb testing.TB, srv *testredis.Server, key string) int64 {
+	tb.Helper()
+	v := do(tb, srv, "GET", key)
+	f := strings.Fields(v)
+	if len(f) != 3 || f[2] != "0" {
+		tb.Fatalf("window state %q, want \"start count 0\"", v)
+	}
+	n, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
