@@ -170,13 +170,13 @@ func (n ClusterNode) SlotCount() int {
 func Topology(s *Server) ([]ClusterNode, error) {
 	text, err := s.Do("CLUSTER", "NODES")
 	if err != nil {
-		return nil, fmt.Errorf("CLUSTER NODES on %s: %w", s.Addr, err)
+		return nil, fmt.Errorf("redisproc: CLUSTER NODES on %s: %w", s.Addr, err)
 	}
 	var nodes []ClusterNode
 	for line := range strings.SplitSeq(strings.TrimSpace(text), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 8 {
-			return nil, fmt.Errorf("CLUSTER NODES on %s: short line %q", s.Addr, line)
+			return nil, fmt.Errorf("redisproc: CLUSTER NODES on %s: short line %q", s.Addr, line)
 		}
 		n := ClusterNode{ID: f[0], Flags: strings.Split(f[2], ",")}
 		n.Addr, _, _ = strings.Cut(f[1], "@")
@@ -194,7 +194,7 @@ func Topology(s *Server) ([]ClusterNode, error) {
 			a, err1 := strconv.Atoi(lo)
 			b, err2 := strconv.Atoi(hi)
 			if err1 != nil || err2 != nil {
-				return nil, fmt.Errorf("CLUSTER NODES on %s: bad slot range %q", s.Addr, sl)
+				return nil, fmt.Errorf("redisproc: CLUSTER NODES on %s: bad slot range %q", s.Addr, sl)
 			}
 			n.Slots = append(n.Slots, [2]int{a, b})
 		}
@@ -202,6 +202,9 @@ func Topology(s *Server) ([]ClusterNode, error) {
 	}
 	return nodes, nil
 }
+
+// errNoNode says no node of the cluster runs.
+var errNoNode = errors.New("redisproc: no node of the cluster is running")
 
 // node returns the Server with addr.
 func (c *Cluster) node(addr string) *Server {
@@ -216,7 +219,7 @@ func (c *Cluster) node(addr string) *Server {
 // view returns the topology as seen by the first running node that
 // answers.
 func (c *Cluster) view() ([]ClusterNode, error) {
-	var lastErr error = errors.New("no node is running")
+	var lastErr error = errNoNode
 	for _, s := range c.Nodes {
 		if !s.Running() {
 			continue
@@ -276,7 +279,7 @@ func (c *Cluster) Replicas() ([]*Server, error) {
 // Slot returns the hash slot of key, as Redis computes it (CLUSTER
 // KEYSLOT on a running node).
 func (c *Cluster) Slot(key string) (int, error) {
-	var lastErr error = errors.New("no node is running")
+	var lastErr error = errNoNode
 	for _, s := range c.Nodes {
 		if !s.Running() {
 			continue
@@ -306,11 +309,11 @@ func (c *Cluster) SlotOwner(slot int) (*Server, error) {
 				if s := c.node(n.Addr); s != nil && s.Running() {
 					return s, nil
 				}
-				return nil, fmt.Errorf("slot %d: its primary %s is not running", slot, n.Addr)
+				return nil, fmt.Errorf("redisproc: slot %d: its primary %s is not running", slot, n.Addr)
 			}
 		}
 	}
-	return nil, fmt.Errorf("slot %d: no primary serves it", slot)
+	return nil, fmt.Errorf("redisproc: slot %d: no primary serves it", slot)
 }
 
 // KeyOwner returns the running primary that serves key.
@@ -335,7 +338,7 @@ func (c *Cluster) WaitHealthy(timeout time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("cluster not healthy after %v: %w", timeout, err)
+			return fmt.Errorf("redisproc: cluster not healthy after %v: %w", timeout, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -364,7 +367,7 @@ func (c *Cluster) healthy() error {
 		}
 	}
 	if want == nil {
-		return errors.New("no node is running")
+		return errNoNode
 	}
 	return nil
 }
@@ -447,7 +450,7 @@ func firstLines(s string, n int) string {
 // place, if it was a primary). Rejoin waits until the cluster is healthy.
 func (c *Cluster) Rejoin(s *Server, timeout time.Duration) error {
 	if s.Running() {
-		return fmt.Errorf("rejoin %s: it is running", s.Addr)
+		return fmt.Errorf("redisproc: rejoin %s: it is running", s.Addr)
 	}
 	if err := s.StartAgain(context.Background()); err != nil {
 		return fmt.Errorf("redisproc: rejoin: %w", err)
@@ -463,7 +466,7 @@ func (c *Cluster) DoAll(args ...string) error {
 	}
 	for _, p := range prims {
 		if _, err := p.Do(args...); err != nil {
-			return fmt.Errorf("%s: %v: %w", p.Addr, args, err)
+			return fmt.Errorf("redisproc: %s: %v: %w", p.Addr, args, err)
 		}
 	}
 	return nil

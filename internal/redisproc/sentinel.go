@@ -133,7 +133,7 @@ func (d *Sentinel) SentinelAddrs() []string {
 // (SENTINEL GET-MASTER-ADDR-BY-NAME on the first running sentinel that
 // answers).
 func (d *Sentinel) Primary() (*Server, error) {
-	var lastErr error = errors.New("no sentinel is running")
+	var lastErr error = errors.New("redisproc: no sentinel is running")
 	for _, s := range d.Sentinels {
 		if !s.Running() {
 			continue
@@ -150,7 +150,7 @@ func (d *Sentinel) Primary() (*Server, error) {
 				return n, nil
 			}
 		}
-		return nil, fmt.Errorf("sentinel %s names %q, not a data node", s.Addr, addr)
+		return nil, fmt.Errorf("redisproc: sentinel %s names %q, not a data node", s.Addr, addr)
 	}
 	return nil, lastErr
 }
@@ -166,7 +166,7 @@ func (d *Sentinel) WaitReady(timeout time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("sentinel deployment not ready after %v: %w", timeout, err)
+			return fmt.Errorf("redisproc: sentinel deployment not ready after %v: %w", timeout, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -243,7 +243,7 @@ func (d *Sentinel) Failover(timeout time.Duration) (*Server, error) {
 		return nil, err
 	}
 	if _, err := d.Sentinels[0].Do("SENTINEL", "FAILOVER", MasterSet); err != nil {
-		return nil, fmt.Errorf("SENTINEL FAILOVER: %w", err)
+		return nil, fmt.Errorf("redisproc: SENTINEL FAILOVER: %w", err)
 	}
 	deadline := time.Now().Add(timeout)
 	for {
@@ -252,7 +252,7 @@ func (d *Sentinel) Failover(timeout time.Duration) (*Server, error) {
 			return p, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("no failover within %v: %w", timeout, err)
+			return nil, fmt.Errorf("redisproc: no failover within %v: %w", timeout, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -307,7 +307,7 @@ func (d *Sentinel) WaitPromoted(old *Server, timeout time.Duration) (*Server, er
 			return p, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("no promotion within %v: %w", timeout, err)
+			return nil, fmt.Errorf("redisproc: no promotion within %v: %w", timeout, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
