@@ -6,7 +6,8 @@
 //	  failure policy        package fallback: deadline, circuit breaker,
 //	                        FailOpen / FailClosed / LocalFallback
 //	    deny cache          package denycache: exact local cache of denials
-//	      script store      package redisstore: one Lua script per check,
+//	      leases            package lease, off unless WithLeases
+//	        script store    package redisstore: one Lua script per check,
 //	                        micro-batched
 //
 //	st, err := stack.New(client, // a rueidis.Client
@@ -20,6 +21,9 @@
 // below it; the deny cache sits under it so that a cached denial costs no
 // deadline, and because the breaker counts its answers neither way. The
 // deny cache is on by default (WithDenyCache sizes it, 0 turns it off).
+// Leases wrap the script store itself, whose client they run their own
+// script on; the deny cache above them remembers the denials of leased and
+// plain checks alike, and a Reset through the Stack reaches every layer.
 // On a Redis Cluster client the failure policy keeps one circuit breaker
 // per group of hash slots (WithSlotGroups, default 16) through
 // fallback.NewPartitioned and redisstore.Slot, so a failed primary degrades
@@ -31,7 +35,7 @@
 // breakers: a service that lets every limit choose fail_open, fail_closed
 // or local_fallback makes one front per policy and one Stack.
 //
-// A Stack does not own its Redis client: close the client after the last
-// use of the Stack. docs/architecture.md follows one request through the
+// A Stack does not own its Redis client: call Close (which gives leased
+// units back), then close the client. docs/architecture.md follows one request through the
 // layers.
 package stack

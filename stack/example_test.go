@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/fallback"
+	"github.com/ratewarden/ratewarden/lease"
 	"github.com/ratewarden/ratewarden/redisstore"
 	"github.com/ratewarden/ratewarden/stack"
 )
@@ -259,4 +260,79 @@ func ExampleStack_Reset() {
 	// Output:
 	// 1
 	// 0 true store
+}
+
+// Lease mode answers a hot key from capacity leased in batches: three
+// script calls take 50 units each, and the other 117 checks are admitted
+// from them without Redis.
+func ExampleWithLeases() {
+	client := newClient()
+	defer client.Close()
+	ctx := context.Background()
+	st, err := stack.New(client, stack.WithLeases(lease.WithSize(50)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() {
+		if err := st.Close(ctx); err != nil { // gives unused units back
+			log.Print(err)
+		}
+	}()
+	limiter, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	hot := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: 24 * time.Hour}
+	sources := map[ratewarden.Source]int{}
+	for range 120 {
+		r, err := limiter.Allow(ctx, "example:leases", hot)
+		if err != nil {
+			log.Fatal(err)
+		}
+		sources[r.Source]++
+	}
+	fmt.Println("from Redis:", sources[ratewarden.SourceStore], "from leases:", sources[ratewarden.SourceLease])
+	// Output:
+	// from Redis: 3 from leases: 117
+}
+
+// Close gives the units a replica leased but did not use back to Redis.
+func ExampleStack_Close() {
+	client := newClient()
+	defer client.Close()
+	ctx := context.Background()
+	st, err := stack.New(client, stack.WithLeases(lease.WithSize(50)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	redisView, err := ratewarden.New(st.Script()) // what Redis holds, past every local layer
+	if err != nil {
+		log.Fatal(err)
+	}
+	daily := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: 24 * time.Hour}
+	for range 10 {
+		if _, err := limiter.Allow(ctx, "example:close", daily); err != nil {
+			log.Fatal(err)
+		}
+	}
+	r, err := redisView.Peek(ctx, "example:close", daily)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("left in Redis while leased:", r.Remaining)
+	if err := st.Close(ctx); err != nil {
+		log.Fatal(err)
+	}
+	r, err = redisView.Peek(ctx, "example:close", daily)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("left in Redis after Close:", r.Remaining)
+	// Output:
+	// left in Redis while leased: 950
+	// left in Redis after Close: 990
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/ratewarden/ratewarden/denycache"
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/nilcheck"
+	"github.com/ratewarden/ratewarden/lease"
 	"github.com/ratewarden/ratewarden/redisstore"
 )
 
@@ -32,6 +33,8 @@ type Option func(*config)
 
 type config struct {
 	redis      []redisstore.Option
+	leases     []lease.Option
+	leased     bool
 	denyCache  int
 	fallback   []fallback.Option
 	slotGroups int
@@ -41,6 +44,17 @@ type config struct {
 // redisstore.NewGoRedis): a key prefix, batching. Several calls add up.
 func WithRedis(opts ...redisstore.Option) Option {
 	return func(c *config) { c.redis = append(c.redis, opts...) }
+}
+
+// WithLeases turns lease mode on (it is off by default), configured by
+// opts (lease.New): checks of hot keys are answered from capacity this
+// replica leases from Redis in batches. The lease layer sits directly on
+// the script store, whose client it runs its own script on, under the deny
+// cache, which then remembers the denials of leased and plain checks alike.
+// Call Stack.Close before closing the client, to give unused units back.
+// Several calls add up.
+func WithLeases(opts ...lease.Option) Option {
+	return func(c *config) { c.leased, c.leases = true, append(c.leases, opts...) }
 }
 
 // WithDenyCache sets how many denials the deny cache remembers (default
@@ -69,14 +83,16 @@ func WithSlotGroups(n int) Option {
 	return func(c *config) { c.slotGroups = n }
 }
 
-// Stack is the recommended Redis store, assembled: a script store, a deny
-// cache (unless turned off) and a default front, the failure policy. It is
-// a ratewarden.Store that decides through the default front. Make one with
-// New or NewGoRedis; it is safe for concurrent use.
+// Stack is the recommended Redis store, assembled: a script store, leases
+// (when turned on), a deny cache (unless turned off) and a default front,
+// the failure policy. It is a ratewarden.Store that decides through the
+// default front. Make one with New or NewGoRedis; it is safe for
+// concurrent use.
 type Stack struct {
 	script *redisstore.Store
+	leases *lease.Store     // nil: no lease mode
 	deny   *denycache.Store // nil: no deny cache
-	shared ratewarden.Store // what every front wraps: deny, or script
+	shared ratewarden.Store // what every front wraps: the top of the above
 	groups int              // breakers per front; 1 off a Cluster
 	opts   []fallback.Option
 	front  *Front
@@ -142,6 +158,13 @@ func assemble(script *redisstore.Store, cluster bool, c config) (*Stack, error) 
 	s := &Stack{script: script, shared: script, groups: 1, opts: c.fallback}
 	if cluster {
 		s.groups = c.slotGroups
+	}
+	if c.leased {
+		l, err := lease.New(script, c.leases...)
+		if err != nil {
+			return nil, err
+		}
+		s.leases, s.shared = l, l
 	}
 	if c.denyCache > 0 {
 		d, err := denycache.New(s.shared, denycache.WithMaxEntries(c.denyCache))
@@ -210,6 +233,20 @@ func (s *Stack) Script() *redisstore.Store { return s.script }
 // DenyCache returns the deny cache, or nil when WithDenyCache(0) turned it
 // off.
 func (s *Stack) DenyCache() *denycache.Store { return s.deny }
+
+// Leases returns the lease layer, or nil without WithLeases.
+func (s *Stack) Leases() *lease.Store { return s.leases }
+
+// Close releases what the Stack holds in Redis: with WithLeases, it gives
+// the unused units of fixed-window leases back (see lease.Store.Close), and
+// later checks are plain. Without leases it does nothing. Call it before
+// closing the client; it does not close the client.
+func (s *Stack) Close(ctx context.Context) error {
+	if s.leases == nil {
+		return nil
+	}
+	return s.leases.Close(ctx)
+}
 
 // Front is one failure policy over a Stack's shared layers: a
 // ratewarden.Store with a deadline, circuit breakers and a failure policy

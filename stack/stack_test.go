@@ -14,6 +14,7 @@ import (
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/testredis"
+	"github.com/ratewarden/ratewarden/lease"
 	"github.com/ratewarden/ratewarden/redisstore"
 	"github.com/ratewarden/ratewarden/stack"
 	"github.com/ratewarden/ratewarden/storetest"
@@ -81,6 +82,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"no slot groups", func() (*stack.Stack, error) { return stack.New(c, stack.WithSlotGroups(0)) }, "stack: slot groups"},
 		{"too many slot groups", func() (*stack.Stack, error) { return stack.New(c, stack.WithSlotGroups(16385)) }, "stack: slot groups"},
 		{"bad redis option", func() (*stack.Stack, error) { return stack.New(c, stack.WithRedis(redisstore.WithPrefix("{"))) }, "redisstore: prefix"},
+		{"bad lease option", func() (*stack.Stack, error) { return stack.New(c, stack.WithLeases(lease.WithSize(0))) }, "lease: "},
 		{"bad fallback option", func() (*stack.Stack, error) {
 			return stack.New(c, stack.WithFallback(fallback.WithTimeout(0)))
 		}, "fallback: timeout"},
@@ -114,6 +116,15 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			return storetest.Subject{Store: st, Advance: time.Sleep}
+		})
+	})
+	// With small leases, every fixed window and token bucket check of the
+	// suite runs through leases.
+	t.Run("leases", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) storetest.Subject {
+			st := newStack(t, c, stack.WithLeases(lease.WithSize(3)))
+			t.Cleanup(func() { _ = st.Close(bg) })
 			return storetest.Subject{Store: st, Advance: time.Sleep}
 		})
 	})
@@ -281,6 +292,59 @@ func TestClusterBreakerPerSlotGroup(t *testing.T) {
 		if r, err := l.Allow(bg, k, daily); err != nil || !r.Allowed || r.Source != ratewarden.SourceStore {
 			t.Errorf("group %d after group 2 failed: %+v, %v; want Redis' admission", g, r, err)
 		}
+	}
+}
+
+// TestLeasesLayer: WithLeases puts lease mode under the deny cache; a hot
+// key is then answered mostly from leases, Reset through the stack drops
+// the key's lease, and Close gives unused units back and leaves plain
+// checks.
+func TestLeasesLayer(t *testing.T) {
+	srv := testredis.Start(t)
+	c := rueidisClient(t, srv.Addr)
+	if newStack(t, c).Leases() != nil {
+		t.Error("a default Stack has leases")
+	}
+	st := newStack(t, c, stack.WithLeases(lease.WithSize(50)))
+	if st.Leases() == nil || st.DenyCache() == nil {
+		t.Fatalf("Leases() %v, DenyCache() %v; want both", st.Leases(), st.DenyCache())
+	}
+	l := limiter(t, st)
+	hot := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: 24 * time.Hour}
+	fromLease := 0
+	for range 200 {
+		r, err := l.Allow(bg, "hot", hot)
+		if err != nil || !r.Allowed {
+			t.Fatalf("hot key: %+v, %v", r, err)
+		}
+		if r.Source == ratewarden.SourceLease {
+			fromLease++
+		}
+	}
+	// 4 leases of 50, one more if a day ended meanwhile.
+	if fromLease < 200-5 {
+		t.Errorf("%d of 200 checks from leases, want all but one per lease", fromLease)
+	}
+	if n := st.Leases().Leases(); n != 1 {
+		t.Errorf("%d leases held, want 1", n)
+	}
+	if err := l.Reset(bg, "hot", hot); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.Leases().Leases(); n != 0 {
+		t.Errorf("after Reset: %d leases held, want 0", n)
+	}
+	if r, err := l.Allow(bg, "hot", hot); err != nil || !r.Allowed || r.Remaining < hot.Rate-50 {
+		t.Errorf("after Reset: %+v, %v; want a fresh allowance", r, err)
+	}
+	if err := st.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.Allow(bg, "hot", hot); err != nil || r.Source != ratewarden.SourceStore {
+		t.Errorf("after Close: %+v, %v; want a plain check", r, err)
+	}
+	if err := newStack(t, c).Close(bg); err != nil {
+		t.Errorf("Close without leases: %v", err)
 	}
 }
 
