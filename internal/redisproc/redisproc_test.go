@@ -121,3 +121,40 @@ func TestPingBounded(t *testing.T) {
 		t.Errorf("Ping took %v to give up, want about 5 s", took)
 	}
 }
+
+// TestCommandCalls: between two looks the server counts the command run
+// and what every Do connection costs (HELLO, then PING as rueidis closes
+// it), and the looking itself (INFO): nothing else.
+func TestCommandCalls(t *testing.T) {
+	s := start(t)
+	before, err := s.CommandCalls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Do("SET", "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.CommandCalls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cmd, want := range map[string]int64{"set": 1, "info": 1, "hello": 2} {
+		if d := after[cmd] - before[cmd]; d != want {
+			t.Errorf("%s: %d calls between the looks, want %d", cmd, d, want)
+		}
+	}
+	// At least the two PINGs of closing; a connection idle for 1 s on a
+	// busy machine also gets rueidis' keepalive PING.
+	if d := after["ping"] - before["ping"]; d < 2 {
+		t.Errorf("ping: %d calls between the looks, want at least 2", d)
+	}
+	for cmd := range after {
+		switch cmd {
+		case "set", "info", "hello", "ping":
+		default:
+			if after[cmd] != before[cmd] {
+				t.Errorf("%s: %d calls after, %d before", cmd, after[cmd], before[cmd])
+			}
+		}
+	}
+}
