@@ -39,7 +39,7 @@ var (
 // mustExist are the packages the rules lean on: if one is missing, a rule
 // about it would hold vacuously, so the table needs updating.
 var mustExist = []string{".", "internal/algo", "internal/nilcheck", "memstore", "redisstore",
-	"denycache", "fallback", "stack", "httplimit", "service/server"}
+	"denycache", "fallback", "lease", "stack", "httplimit", "service/server"}
 
 // pkg is the part of `go list -json` the rules read.
 type pkg struct {
