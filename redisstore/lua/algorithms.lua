@@ -16,9 +16,10 @@
 -- when it admits n > 0. st is not updated: a check decides each limit at
 -- most twice, verdict then consumption, from the state it read.
 --
--- Needs now (clock.lua), muldiv (arith.lua) and state.lua.
+-- Needs now (clock.lua); muldiv, int and ms_at (arith.lua); and the
+-- loaders and writers of state.lua (load_*, save_*, append_log).
 
-local fmod = math.fmod
+local call, fmod, tonumber = redis.call, math.fmod, tonumber
 
 -- algo.FixedWindow
 local function fixed_window(st, key, rate, P, cap, n, consume)

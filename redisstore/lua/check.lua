@@ -53,7 +53,7 @@ local function run(o, n, peek, m, ai, ki)
   -- Pass 2: all admit, so consume from every limit.
   if ok and not peek and n > 0 then
     for j = 1, m do
-      local load, decide, rate, P, cap = read_limit(ai + 4 * (j - 1))
+      local _, decide, rate, P, cap = read_limit(ai + 4 * (j - 1))
       local q = o + 4 * (j - 1)
       out[q + 1], out[q + 2], out[q + 3], out[q + 4] = decide(states[j], KEYS[ki + j - 1], rate, P, cap, n, true)
     end
