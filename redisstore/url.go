@@ -187,7 +187,7 @@ func urlScheme(u *url.URL) (sentinel bool, scheme string, err error) {
 
 func checkParams(q url.Values) error {
 	for name := range q {
-		if !knownParams[name] {
+		if paramNamed(name) == nil {
 			return urlErr("unknown parameter %q", name)
 		}
 	}
@@ -204,8 +204,9 @@ func rueidisURL(u *url.URL, q url.Values, hostList, scheme string, sentinel bool
 	base := *u
 	base.Scheme = scheme
 	bq := url.Values{}
-	for _, name := range []string{"db", "dial_timeout", "write_timeout", "client_name", "protocol", "max_retries", "skip_verify"} {
-		if vs, ok := q[name]; ok {
+	for _, p := range urlParams {
+		name := p.name
+		if vs, ok := q[name]; ok && p.rueidis {
 			if len(vs) > 1 {
 				return base, urlErr("parameter %s given %d times", name, len(vs))
 			}
@@ -322,44 +323,18 @@ func applySentinel(opt *rueidis.ClientOption, q url.Values, sentinel bool) error
 	return nil
 }
 
-// applyTuning reads the pipelining, pool and refresh parameters.
+// applyTuning reads the parameters the table gives a reader of their own
+// (pipelining, pool, refresh intervals), in the table's order.
 func applyTuning(opt *rueidis.ClientOption, q url.Values, _ bool) error {
-	var perr error
-	intParam := func(name string, lo, hi int, set func(int)) {
-		if perr != nil || !q.Has(name) {
-			return
+	for _, p := range urlParams {
+		if p.apply == nil || !q.Has(p.name) {
+			continue
 		}
-		n, err := strconv.Atoi(q.Get(name))
-		if err != nil || n < lo || n > hi {
-			perr = urlErr("parameter %s: want an integer from %d to %d, got %q", name, lo, hi, q.Get(name))
-			return
+		if err := p.apply(opt, q.Get(p.name)); err != nil {
+			return urlErr("parameter %s: %v", p.name, err)
 		}
-		set(n)
 	}
-	durParam := func(name string, set func(time.Duration)) {
-		if perr != nil || !q.Has(name) {
-			return
-		}
-		d, err := time.ParseDuration(q.Get(name))
-		if err != nil || d < 0 {
-			perr = urlErr("parameter %s: want a duration >= 0 such as 5s or 20us, got %q", name, q.Get(name))
-			return
-		}
-		set(d)
-	}
-	intParam("pipeline_multiplex", 0, rueidis.MaxPipelineMultiplex, func(n int) { opt.PipelineMultiplex = n })
-	intParam("pool_size", 1, 1<<20, func(n int) { opt.BlockingPoolSize = n })
-	durParam("max_flush_delay", func(d time.Duration) { opt.MaxFlushDelay = d })
-	durParam("shards_refresh", func(d time.Duration) { opt.ClusterOption.ShardsRefreshInterval = d })
-	durParam("sentinel_refresh", func(d time.Duration) { opt.Sentinel.TopologyRefreshInterval = d })
-	if perr == nil && q.Has("auto_pipelining") {
-		on, err := strconv.ParseBool(q.Get("auto_pipelining"))
-		if err != nil {
-			return urlErr("parameter auto_pipelining: want true or false, got %q", q.Get("auto_pipelining"))
-		}
-		opt.DisableAutoPipelining = !on
-	}
-	return perr
+	return nil
 }
 
 // RedactURL returns rawURL with its password replaced by "xxxxx", for logs
@@ -425,16 +400,82 @@ func hostPort(h, defPort string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-var knownParams = map[string]bool{
-	"db": true, "dial_timeout": true, "write_timeout": true, "pipeline_multiplex": true,
-	"max_flush_delay": true, "auto_pipelining": true, "pool_size": true, "shards_refresh": true,
-	"sentinel_refresh": true, "sentinel_user": true, "sentinel_password": true, "client_name": true,
-	"protocol": true, "max_retries": true, "skip_verify": true, "addr": true, "client_cache": true,
-	"master_set": true,
+// urlParam is one query parameter of the grammar ParseURL documents.
+type urlParam struct {
+	name string
+	// rueidis: handed on to rueidis.ParseURL, which reads it (checkParsed
+	// then refuses what rueidis accepts but the Store does not).
+	rueidis bool
+	// apply reads the value into the option (applyTuning). Parameters with
+	// neither are read where their meaning lives: addr and master_set with
+	// the hosts, sentinel_* in applySentinel, client_cache in checkParams.
+	apply func(opt *rueidis.ClientOption, v string) error
+}
+
+// urlParams is every parameter ParseURL knows; any other is an error.
+var urlParams = []urlParam{
+	{name: "db", rueidis: true},
+	{name: "dial_timeout", rueidis: true},
+	{name: "write_timeout", rueidis: true},
+	{name: "client_name", rueidis: true},
+	{name: "protocol", rueidis: true},
+	{name: "max_retries", rueidis: true},
+	{name: "skip_verify", rueidis: true},
+	{name: "pipeline_multiplex", apply: intParam(0, rueidis.MaxPipelineMultiplex, func(o *rueidis.ClientOption, n int) { o.PipelineMultiplex = n })},
+	{name: "pool_size", apply: intParam(1, 1<<20, func(o *rueidis.ClientOption, n int) { o.BlockingPoolSize = n })},
+	{name: "max_flush_delay", apply: durParam(func(o *rueidis.ClientOption, d time.Duration) { o.MaxFlushDelay = d })},
+	{name: "shards_refresh", apply: durParam(func(o *rueidis.ClientOption, d time.Duration) { o.ClusterOption.ShardsRefreshInterval = d })},
+	{name: "sentinel_refresh", apply: durParam(func(o *rueidis.ClientOption, d time.Duration) { o.Sentinel.TopologyRefreshInterval = d })},
+	{name: "auto_pipelining", apply: func(o *rueidis.ClientOption, v string) error {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("want true or false, got %q", v)
+		}
+		o.DisableAutoPipelining = !on
+		return nil
+	}},
+	{name: "addr"},
+	{name: "master_set"},
+	{name: "sentinel_user"},
+	{name: "sentinel_password"},
+	{name: "client_cache"},
+}
+
+func paramNamed(name string) *urlParam {
+	for i := range urlParams {
+		if urlParams[i].name == name {
+			return &urlParams[i]
+		}
+	}
+	return nil
+}
+
+// intParam reads an integer from lo to hi.
+func intParam(lo, hi int, set func(*rueidis.ClientOption, int)) func(*rueidis.ClientOption, string) error {
+	return func(o *rueidis.ClientOption, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("want an integer from %d to %d, got %q", lo, hi, v)
+		}
+		set(o, n)
+		return nil
+	}
+}
+
+// durParam reads a duration >= 0.
+func durParam(set func(*rueidis.ClientOption, time.Duration)) func(*rueidis.ClientOption, string) error {
+	return func(o *rueidis.ClientOption, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("want a duration >= 0 such as 5s or 20us, got %q", v)
+		}
+		set(o, d)
+		return nil
+	}
 }
 
 func urlErr(format string, args ...any) error {
-	return fmt.Errorf("redisstore: %w: connection URL: %s", ratewarden.ErrInvalidConfig, fmt.Sprintf(format, args...))
+	return fmt.Errorf("redisstore: connection URL: %s: %w", fmt.Sprintf(format, args...), ratewarden.ErrInvalidConfig)
 }
 
 // ClientFromURL returns a rueidis client for rawURL (see ParseURL), ready

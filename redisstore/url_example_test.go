@@ -22,7 +22,7 @@ func ExampleParseURL() {
 	fmt.Println(err)
 	// Output:
 	// [s1:26379 s2:26379 s3:26379] mymaster api
-	// redisstore: ratewarden: invalid config: connection URL: unknown parameter "pool"
+	// redisstore: connection URL: unknown parameter "pool": invalid config
 }
 
 // ClientFromURL connects, so it needs a running Redis; the Store goes on
