@@ -172,24 +172,26 @@ func isPass(err error) bool {
 	return errors.As(err, &p)
 }
 
-// classify turns the primary's error into what the breaker should count.
-// ctx is the caller's context.
+// classify turns the primary's error into what the breaker should count,
+// sorted by ratewarden.Classify (ctx is the caller's context): bad input
+// and a caller who gave up pass through uncounted; anything else is the
+// backend's failure.
 func classify(ctx context.Context, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case err == errLocal:
+	if err == errLocal {
 		return err
-	case ctx.Err() != nil:
-		return &passError{callerGone(ctx)}
-	case errors.Is(err, ratewarden.ErrStoreUnavailable):
-		return err
-	case errors.Is(err, ratewarden.ErrInvalidLimit), errors.Is(err, ratewarden.ErrInvalidKey),
-		errors.Is(err, ratewarden.ErrInvalidCost), errors.Is(err, ratewarden.ErrInvalidConfig):
-		return &passError{err}
-	default: // a backend error that follows no convention: still the backend's
-		return fmt.Errorf("fallback: primary: %w: %w", err, ratewarden.ErrStoreUnavailable)
 	}
+	switch ratewarden.Classify(ctx, err) {
+	case ratewarden.NoError:
+		return nil
+	case ratewarden.InvalidInput:
+		return &passError{err}
+	case ratewarden.CallerCanceled:
+		return &passError{callerGone(ctx)}
+	}
+	if errors.Is(err, ratewarden.ErrStoreUnavailable) {
+		return err
+	}
+	return fmt.Errorf("fallback: primary: %w: %w", err, ratewarden.ErrStoreUnavailable) // a backend error that follows no convention
 }
 
 func callerGone(ctx context.Context) error {
