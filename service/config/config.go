@@ -61,7 +61,7 @@ func ParseFailurePolicy(s string) (FailurePolicy, error) {
 			return f, nil
 		}
 	}
-	return "", fmt.Errorf("%w: unknown failure policy %q (want fail_open, fail_closed or local_fallback)", ratewarden.ErrInvalidConfig, s)
+	return "", fmt.Errorf("config: unknown failure policy %q (want fail_open, fail_closed or local_fallback): %w", s, ratewarden.ErrInvalidConfig)
 }
 
 // Config is a validated configuration. It is immutable once loaded: the

@@ -27,13 +27,13 @@ const MaxFileSize = 16 << 20
 // directory as its *.yaml and *.yml files (not recursive), sorted by name.
 func Files(paths ...string) ([]string, error) {
 	if len(paths) == 0 {
-		return nil, fmt.Errorf("%w: no config path given", ratewarden.ErrInvalidConfig)
+		return nil, fmt.Errorf("config: no config path given: %w", ratewarden.ErrInvalidConfig)
 	}
 	var files []string
 	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ratewarden.ErrInvalidConfig, err)
+			return nil, fmt.Errorf("config: %v: %w", err, ratewarden.ErrInvalidConfig)
 		}
 		if !fi.IsDir() {
 			files = append(files, p)
@@ -41,7 +41,7 @@ func Files(paths ...string) ([]string, error) {
 		}
 		ents, err := os.ReadDir(p)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ratewarden.ErrInvalidConfig, err)
+			return nil, fmt.Errorf("config: %v: %w", err, ratewarden.ErrInvalidConfig)
 		}
 		var in []string
 		for _, e := range ents {
@@ -79,15 +79,15 @@ func Fingerprint(paths ...string) (string, error) {
 func readFile(name string) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ratewarden.ErrInvalidConfig, err)
+		return nil, fmt.Errorf("config: %v: %w", err, ratewarden.ErrInvalidConfig)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ratewarden.ErrInvalidConfig, name, err)
+		return nil, fmt.Errorf("config: %s: %v: %w", name, err, ratewarden.ErrInvalidConfig)
 	}
 	if len(b) > MaxFileSize {
-		return nil, fmt.Errorf("%w: %s: larger than %d bytes", ratewarden.ErrInvalidConfig, name, MaxFileSize)
+		return nil, fmt.Errorf("config: %s: larger than %d bytes: %w", name, MaxFileSize, ratewarden.ErrInvalidConfig)
 	}
 	return b, nil
 }

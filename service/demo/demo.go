@@ -222,13 +222,13 @@ func (c *Config) setDefaults() error {
 	}
 	switch {
 	case c.Replicas < 1 || c.Replicas > MaxReplicas:
-		return fmt.Errorf("demo: %w: replicas must be between 1 and %d, got %d", ratewarden.ErrInvalidConfig, MaxReplicas, c.Replicas)
+		return fmt.Errorf("demo: replicas must be between 1 and %d, got %d: %w", MaxReplicas, c.Replicas, ratewarden.ErrInvalidConfig)
 	case c.Requests < 1 || c.Requests > MaxRequests:
-		return fmt.Errorf("demo: %w: requests must be between 1 and %d, got %d", ratewarden.ErrInvalidConfig, MaxRequests, c.Requests)
+		return fmt.Errorf("demo: requests must be between 1 and %d, got %d: %w", MaxRequests, c.Requests, ratewarden.ErrInvalidConfig)
 	case c.Concurrency < 1 || c.Concurrency > MaxConcurrency:
-		return fmt.Errorf("demo: %w: concurrency must be between 1 and %d, got %d", ratewarden.ErrInvalidConfig, MaxConcurrency, c.Concurrency)
+		return fmt.Errorf("demo: concurrency must be between 1 and %d, got %d: %w", MaxConcurrency, c.Concurrency, ratewarden.ErrInvalidConfig)
 	case c.RaceAttempts < 1 || c.RaceAttempts > MaxRaceAttempts:
-		return fmt.Errorf("demo: %w: race attempts must be between 1 and %d, got %d", ratewarden.ErrInvalidConfig, MaxRaceAttempts, c.RaceAttempts)
+		return fmt.Errorf("demo: race attempts must be between 1 and %d, got %d: %w", MaxRaceAttempts, c.RaceAttempts, ratewarden.ErrInvalidConfig)
 	}
 	if err := c.Limit.Validate(); err != nil {
 		return fmt.Errorf("demo: limit: %w", err)
