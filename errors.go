@@ -3,22 +3,22 @@ package ratewarden
 import "errors"
 
 // Sentinel errors. Every error returned by this module wraps one of them
-// (test with errors.Is; Classify sorts them) after short context naming
-// the package and the field or operation, for example
+// (test with errors.Is; Classify sorts them) at its end, after the package
+// and the field or operation, laid out "pkg: detail: sentinel", for example
 //
-//	ratewarden: rate must be > 0, got 0: ratewarden: invalid limit
+//	ratewarden: rate must be > 0, got 0: invalid limit
 var (
 	// ErrInvalidLimit reports a Limit that fails Validate or ParseLimit.
-	ErrInvalidLimit = errors.New("ratewarden: invalid limit")
+	ErrInvalidLimit = errors.New("invalid limit")
 	// ErrInvalidKey reports an empty key.
-	ErrInvalidKey = errors.New("ratewarden: invalid key")
+	ErrInvalidKey = errors.New("invalid key")
 	// ErrInvalidCost reports a cost below zero or above what the limit can
 	// ever admit at once (its capacity).
-	ErrInvalidCost = errors.New("ratewarden: invalid cost")
+	ErrInvalidCost = errors.New("invalid cost")
 	// ErrInvalidConfig reports a bad option or store configuration.
-	ErrInvalidConfig = errors.New("ratewarden: invalid config")
+	ErrInvalidConfig = errors.New("invalid config")
 	// ErrStoreUnavailable reports that the backing store could not decide:
 	// a network error, a timeout, a Redis error reply, an open circuit
 	// breaker. It is never used for "over the limit", which is a Result.
-	ErrStoreUnavailable = errors.New("ratewarden: store unavailable")
+	ErrStoreUnavailable = errors.New("store unavailable")
 )

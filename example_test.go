@@ -42,7 +42,7 @@ func ExampleNew() {
 	fmt.Println(err)
 	// Output:
 	// true 99 <nil>
-	// ratewarden: store must not be nil: ratewarden: invalid config
+	// ratewarden: store must not be nil: invalid config
 }
 
 func ExampleLimiter_Allow() {
@@ -93,7 +93,7 @@ func ExampleLimiter_AllowN() {
 	// true 5
 	// false 5 300ms
 	// true 0
-	// ratewarden: cost 21 exceeds the capacity 20 of limit 10/1s burst 20 token_bucket; it could never be admitted: ratewarden: invalid cost
+	// ratewarden: cost 21 exceeds the capacity 20 of limit 10/1s burst 20 token_bucket; it could never be admitted: invalid cost
 }
 
 func ExampleLimiter_AllowAll() {
@@ -174,7 +174,7 @@ func ExampleParseLimit() {
 	// "100/1m": 100 per 1m0s, sliding_window, capacity 100
 	// "10/1s burst 20 token_bucket": 10 per 1s, token_bucket, capacity 20
 	// "5/1500ms fixed_window": 5 per 1.5s, fixed_window, capacity 5
-	// ratewarden: period "1w": unknown unit "w" (want ms, s, m, h or d): ratewarden: invalid limit
+	// ratewarden: period "1w": unknown unit "w" (want ms, s, m, h or d): invalid limit
 }
 
 func ExampleLimit_String() {
@@ -197,8 +197,8 @@ func ExampleLimit_Validate() {
 	fmt.Println(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Second, Burst: 5}.Validate())
 	// Output:
 	// <nil>
-	// ratewarden: period must be > 0, got 0s: ratewarden: invalid limit
-	// ratewarden: burst applies only to token_bucket, got burst 5 with fixed_window: ratewarden: invalid limit
+	// ratewarden: period must be > 0, got 0s: invalid limit
+	// ratewarden: burst applies only to token_bucket, got burst 5 with fixed_window: invalid limit
 }
 
 // The helpers pick DefaultAlgorithm: exact sliding_log below 100 per
@@ -254,7 +254,7 @@ func ExampleValidateRequest() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// ratewarden: cost 11 exceeds the capacity 10 of limit 10/1s; it could never be admitted: ratewarden: invalid cost
+	// ratewarden: cost 11 exceeds the capacity 10 of limit 10/1s; it could never be admitted: invalid cost
 }
 
 // One request, two keys: a per-client limit and a per-route limit. The

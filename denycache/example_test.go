@@ -65,7 +65,7 @@ func ExampleNew() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// denycache: max entries must be >= 1, got 0: ratewarden: invalid config
+	// denycache: max entries must be >= 1, got 0: invalid config
 }
 
 // Reset through the cache forgets the key's denials.

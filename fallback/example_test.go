@@ -85,7 +85,7 @@ func ExampleNew() {
 	fmt.Println(errors.Is(err, ratewarden.ErrInvalidConfig))
 	// Output:
 	// true store 9
-	// fallback: replicas must be >= 1, got 0: ratewarden: invalid config
+	// fallback: replicas must be >= 1, got 0: invalid config
 	// true
 }
 
@@ -96,7 +96,7 @@ func ExampleParsePolicy() {
 	fmt.Println(err)
 	// Output:
 	// fail_closed <nil>
-	// fallback: unknown policy "fail_safe" (want fail_open, fail_closed or local_fallback): ratewarden: invalid config
+	// fallback: unknown policy "fail_safe" (want fail_open, fail_closed or local_fallback): invalid config
 }
 
 // A Policy reads from configuration text.
@@ -249,7 +249,7 @@ func ExampleWithTripRatio() {
 	fmt.Println(err)
 	// Output:
 	// <nil>
-	// fallback: trip ratio must be in (0, 1], got 1.5: ratewarden: invalid config
+	// fallback: trip ratio must be in (0, 1], got 1.5: invalid config
 }
 
 // The local shares can live in a memstore of your choosing, to bound its

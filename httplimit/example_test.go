@@ -86,7 +86,7 @@ func ExampleNew() {
 	fmt.Println(err)
 	// Output:
 	// 200 100 99
-	// httplimit: no limits configured (use WithLimits, WithPolicies or WithRule): ratewarden: invalid config
+	// httplimit: no limits configured (use WithLimits, WithPolicies or WithRule): invalid config
 }
 
 // Handler is standard middleware: wrap a mux, a single route, or pass it
@@ -140,7 +140,7 @@ func ExampleClientIP() {
 	// ip:198.51.100.9
 	// ip:10.0.0.2
 	// ip:2001:db8:1:2::/64
-	// httplimit: IPConfig.IPv6Prefix must be 1..128 (0 for 64), got 200: ratewarden: invalid config
+	// httplimit: IPConfig.IPv6Prefix must be 1..128 (0 for 64), got 200: invalid config
 }
 
 func ExampleHeader() {

@@ -58,7 +58,7 @@ func ExampleWithSize() {
 	_, err = lease.New(store, lease.WithSize(0))
 	fmt.Println(err)
 	// Output:
-	// lease: size must be at least 1, got 0: ratewarden: invalid config
+	// lease: size must be at least 1, got 0: invalid config
 }
 
 // Only the limits the selector picks use leases; the others are plain
@@ -111,7 +111,7 @@ func ExampleWithMaxLeases() {
 	_, err = lease.New(store, lease.WithMaxLeases(-1))
 	fmt.Println(err)
 	// Output:
-	// lease: max leases must be at least 1, got -1: ratewarden: invalid config
+	// lease: max leases must be at least 1, got -1: invalid config
 }
 
 // Close gives the unused units of fixed-window leases back; a closed

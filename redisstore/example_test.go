@@ -96,7 +96,7 @@ func ExampleWithPrefix() {
 	fmt.Println(err)
 	// Output:
 	// staging:rl:{user:42}:sliding_window:1m
-	// redisstore: prefix "bad{" must not contain '{' or '}' (they would break the key's hash tag): ratewarden: invalid config
+	// redisstore: prefix "bad{" must not contain '{' or '}' (they would break the key's hash tag): invalid config
 }
 
 // Code that builds Requests itself calls the Store directly. Check assumes a

@@ -110,7 +110,7 @@ func ExampleWithDenyCache() {
 	// true store
 	// false store
 	// false store
-	// stack: deny cache size must be >= 0 (0 turns it off), got -1: ratewarden: invalid config
+	// stack: deny cache size must be >= 0 (0 turns it off), got -1: invalid config
 }
 
 // WithRedis configures the script store: here, a key prefix per
@@ -127,7 +127,7 @@ func ExampleWithRedis() {
 	fmt.Println(err)
 	// Output:
 	// staging:rl:{user:42}:sliding_window:1m
-	// redisstore: batch size must be at least 1, got 0: ratewarden: invalid config
+	// redisstore: batch size must be at least 1, got 0: invalid config
 }
 
 // While Redis cannot be reached, the failure policy answers, and the
@@ -165,7 +165,7 @@ func ExampleWithFallback() {
 	}
 	fmt.Println(r.Allowed, r.Source, r.RetryAfter, r.Source.Degraded())
 	// Output:
-	// fallback: logger must not be nil (use slog.New(slog.DiscardHandler) to silence it): ratewarden: invalid config
+	// fallback: logger must not be nil (use slog.New(slog.DiscardHandler) to silence it): invalid config
 	// false fail_closed 1s true
 }
 
@@ -183,7 +183,7 @@ func ExampleWithSlotGroups() {
 	fmt.Println(err)
 	// Output:
 	// [closed]
-	// stack: slot groups must be between 1 and 16384, got 0: ratewarden: invalid config
+	// stack: slot groups must be between 1 and 16384, got 0: invalid config
 }
 
 // A service whose limits each choose a failure policy makes one front per
