@@ -489,16 +489,7 @@ func ClientFromURL(rawURL string) (rueidis.Client, error) {
 	}
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: connect to %s: %w: %w", redacted(rawURL), ratewarden.ErrStoreUnavailable, err)
+		return nil, fmt.Errorf("redisstore: connect to %s: %w: %w", RedactURL(rawURL), ratewarden.ErrStoreUnavailable, err)
 	}
 	return c, nil
-}
-
-// redacted is rawURL without its password (rawURL parsed before).
-func redacted(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "(url)"
-	}
-	return u.Redacted()
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ratewarden/ratewarden/redisstore"
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
 	"github.com/ratewarden/ratewarden/service/server"
@@ -252,7 +253,7 @@ func (s *service) run(ctx context.Context) error {
 	if s.st.redisURL == "" {
 		s.log.Warn("no Redis configured (--redis / RATEWARDEN_REDIS_URL): deciding in memory on this node only; limits are per process, not shared")
 	} else {
-		s.log.Info("deciding on Redis", "url", backend.RedactURL(s.st.redisURL), "default_failure_policy", s.st.failure, "replicas", s.st.replicas)
+		s.log.Info("deciding on Redis", "url", redisstore.RedactURL(s.st.redisURL), "default_failure_policy", s.st.failure, "replicas", s.st.replicas)
 	}
 	<-ctx.Done()
 	s.log.Info("shutting down", "grace", s.st.grace)
