@@ -36,6 +36,6 @@
 // or local_fallback makes one front per policy and one Stack.
 //
 // A Stack does not own its Redis client: call Close (which gives leased
-// units back), then close the client. docs/architecture.md follows one request through the
-// layers.
+// units back), then close the client. docs/architecture.md follows one
+// request through the layers.
 package stack
