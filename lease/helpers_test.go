@@ -69,16 +69,11 @@ func scriptCalls(tb testing.TB, srv *testredis.Server) int64 {
 // redisTime returns Redis' TIME in microseconds.
 func redisTime(tb testing.TB, srv *testredis.Server) int64 {
 	tb.Helper()
-	parts := strings.Split(do(tb, srv, "TIME"), "\n")
-	if len(parts) != 2 {
-		tb.Fatalf("TIME: %q", parts)
+	us, err := srv.Time()
+	if err != nil {
+		tb.Fatal(err)
 	}
-	sec, err1 := strconv.ParseInt(parts[0], 10, 64)
-	usec, err2 := strconv.ParseInt(parts[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		tb.Fatalf("TIME: %q", parts)
-	}
-	return sec*1_000_000 + usec
+	return us
 }
 
 // check runs one check through st and fails the test on error.

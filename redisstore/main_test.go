@@ -2,8 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/ratewarden/ratewarden/internal/testredis"
@@ -45,16 +43,11 @@ func do(tb testing.TB, srv *testredis.Server, args ...string) string {
 // redisTime returns Redis' TIME in microseconds.
 func redisTime(tb testing.TB, srv *testredis.Server) int64 {
 	tb.Helper()
-	parts := strings.Split(do(tb, srv, "TIME"), "\n")
-	if len(parts) != 2 {
-		tb.Fatalf("TIME: %q", parts)
+	us, err := srv.Time()
+	if err != nil {
+		tb.Fatal(err)
 	}
-	sec, err1 := strconv.ParseInt(parts[0], 10, 64)
-	usec, err2 := strconv.ParseInt(parts[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		tb.Fatalf("TIME: %q", parts)
-	}
-	return sec*1_000_000 + usec
+	return us
 }
 
 // commandStats returns the calls per command from INFO commandstats

@@ -77,3 +77,19 @@ func (s *Server) ScriptCalls() (int64, error) {
 	m, err := s.CommandCalls()
 	return m["evalsha"] + m["eval"], err
 }
+
+// Time returns the server's clock (TIME) in microseconds since the epoch:
+// the clock every script decides on.
+func (s *Server) Time() (int64, error) {
+	r, err := s.Do("TIME")
+	if err != nil {
+		return 0, err
+	}
+	secs, usecs, ok := strings.Cut(r, "\n")
+	sec, err1 := strconv.ParseInt(secs, 10, 64)
+	usec, err2 := strconv.ParseInt(usecs, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("redisproc: TIME: unexpected reply %q", r)
+	}
+	return sec*1_000_000 + usec, nil
+}
