@@ -245,17 +245,7 @@ func (d *Sentinel) Failover(timeout time.Duration) (*Server, error) {
 	if _, err := d.Sentinels[0].Do("SENTINEL", "FAILOVER", MasterSet); err != nil {
 		return nil, fmt.Errorf("redisproc: SENTINEL FAILOVER: %w", err)
 	}
-	deadline := time.Now().Add(timeout)
-	for {
-		p, err := d.promoted(old)
-		if err == nil {
-			return p, nil
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("redisproc: no failover within %v: %w", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return d.WaitPromoted(old, timeout)
 }
 
 // promoted returns the primary every running sentinel names, when it is
