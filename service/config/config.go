@@ -73,6 +73,8 @@ type Config struct {
 	Policies map[string]*Policy
 	// Domains are the Envoy domains, by name.
 	Domains map[string]*Domain
+	// Inline is the inline_limits setting; nil when no file sets it.
+	Inline *InlineLimits
 	// Files are the files the configuration was read from, in order.
 	Files []string
 }

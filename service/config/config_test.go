@@ -312,3 +312,52 @@ descriptors:
 		t.Error("native shadow_mode: yes accepted")
 	}
 }
+
+func TestInlineLimits(t *testing.T) {
+	cfg, err := config.Parse("t.yaml", []byte("policies: {api: 1/1s}\ninline_limits:\n  enabled: true\n  max_period: 10m\n  max_rate: 500\n  max_sliding_log: 50\n  max_cost: 20\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	il := cfg.Inline
+	if il == nil || !il.Enabled || il.MaxPeriod != 10*time.Minute || il.MaxRate != 500 || il.MaxSlidingLog != 50 || il.MaxCost != 20 || il.Source != "t.yaml:2" {
+		t.Fatalf("inline limits %+v", il)
+	}
+	if cfg, err := config.Parse("t.yaml", []byte("policies: {api: 1/1s}\n")); err != nil || cfg.Inline != nil {
+		t.Fatalf("not set: %+v, %v", cfg.Inline, err)
+	}
+	for _, bad := range []string{
+		"inline_limits: {enabled: yes please}",
+		"inline_limits: {max_period: forever}",
+		"inline_limits: {max_rate: 0}",
+		"inline_limits: {max_cost: -1}",
+		"inline_limits: {max_entries: 5}",
+		"inline_limits: true",
+	} {
+		_, err := config.Parse("t.yaml", []byte("policies: {api: 1/1s}\n"+bad+"\n"))
+		if !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), "inline_limits") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+	d := config.InlineLimits{}.WithDefaults()
+	for _, c := range []struct {
+		lim  string
+		cost int64
+		want string
+	}{
+		{"10000/366d sliding_log", 10000, "max_period"},
+		{"10000/1m sliding_log", 1, "max_sliding_log"},
+		{"20000/1m fixed_window", 1, "max_rate"},
+		{"10/1m burst 20000 token_bucket", 1, "max_rate"},
+		{"100/1m", 5000, "max_cost"},
+		{"100/1m", 5, ""},
+	} {
+		lim, err := ratewarden.ParseLimit(c.lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = d.Check(lim, c.cost)
+		if c.want == "" && err != nil || c.want != "" && (!errors.Is(err, ratewarden.ErrInvalidLimit) || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("Check(%s, %d) = %v, want %q", c.lim, c.cost, err, c.want)
+		}
+	}
+}

@@ -326,7 +326,7 @@ func (p *parser) document(n *yaml.Node) {
 const limitUnset = -1
 
 func (p *parser) native(n *yaml.Node) {
-	fields, _ := p.mapping(n, "top level", "policies", "failure_policy")
+	fields, _ := p.mapping(n, "top level", "policies", "failure_policy", "inline_limits")
 	for _, f := range fields {
 		switch f.name {
 		case "failure_policy":
@@ -339,6 +339,8 @@ func (p *parser) native(n *yaml.Node) {
 				continue
 			}
 			p.l.cfg.Failure, p.l.failureFrom = fp, p.where(f.key)
+		case "inline_limits":
+			p.inlineLimits(f)
 		case "policies":
 			pols, _ := p.mapping(f.val, "policies")
 			for _, pf := range pols {
