@@ -87,6 +87,32 @@ func ExampleWithMaxKeys() {
 	// Output: 2
 }
 
+func ExampleWithMaxKeyBytes() {
+	store, err := memstore.New(memstore.WithMaxKeyBytes(8))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	r, err := limiter.Allow(ctx, "user:42", ratewarden.PerMinute(5)) // 7 bytes
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(r.Allowed)
+	_, err = limiter.Allow(ctx, "user:1234567", ratewarden.PerMinute(5)) // 12 bytes
+	fmt.Println(errors.Is(err, ratewarden.ErrInvalidKey))
+	fmt.Println(err)
+	fmt.Println(store.Len())
+	// Output:
+	// true
+	// true
+	// memstore: key is 12 bytes, longer than the 8-byte limit (WithMaxKeyBytes): invalid key
+	// 1
+}
+
 func ExampleWithShards() {
 	// A store for a few hot keys needs few shards; many busy keys spread
 	// better over more.

@@ -9,14 +9,20 @@
 // existing key does not allocate (a SlidingLog's array grows, up to Rate
 // entries, and is then reused).
 //
-// Memory is bounded: the store holds at most WithMaxKeys states. Expired
+// Memory is bounded: the store holds at most WithMaxKeys states, of keys
+// of at most WithMaxKeyBytes bytes (a longer key is refused with an error
+// wrapping ratewarden.ErrInvalidKey). Expired
 // states are reclaimed lazily (when their key is checked) and by a small
 // sampled sweep on every insert. When a shard is full, an insert reclaims
 // expired states first and otherwise evicts, from a random sample, the state
 // closest to expiry (the one that would have been forgotten soonest anyway).
 // A flood of new keys can therefore reset the limits of other keys, never
 // grow memory: size WithMaxKeys above the number of keys active in one
-// period.
+// period. A state costs its key's bytes (the store keeps its own copy)
+// plus about 200 bytes, and a SlidingLog state 8 bytes more per unit in
+// its window (at most about 1.25 × Rate): MaxKeys × (MaxKeyBytes + 200 B)
+// in all, with the defaults about 1.2 GB before SlidingLog arrays
+// (docs/performance.md, "memstore memory").
 //
 // The store starts no goroutines.
 package memstore
@@ -26,6 +32,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/bits"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +45,9 @@ import (
 const (
 	// DefaultMaxKeys is the default bound on stored states.
 	DefaultMaxKeys = 1_000_000
+	// DefaultMaxKeyBytes is the default bound on a key's length in bytes
+	// (1 KiB).
+	DefaultMaxKeyBytes = 1024
 	// DefaultShards is the default number of shards.
 	DefaultShards = 64
 	// MaxShards is the largest shard count WithShards accepts.
@@ -58,6 +68,7 @@ type Store struct {
 	mask   uint64
 	seed   maphash.Seed
 	now    func() time.Time
+	maxKey int // longest key in bytes
 	closed atomic.Bool
 }
 
@@ -68,7 +79,8 @@ type shard struct {
 	_   [40]byte // keep neighbouring shards' mutexes off one cache line
 }
 
-// stateKey names one state without building a string per call.
+// stateKey names one state without building a string per call. The key
+// of a stored stateKey is the store's own copy (see insert).
 type stateKey struct {
 	key    string
 	alg    ratewarden.Algorithm
@@ -84,9 +96,10 @@ type entry struct {
 }
 
 type config struct {
-	clock   func() time.Time
-	maxKeys int
-	shards  int
+	clock       func() time.Time
+	maxKeys     int
+	maxKeyBytes int
+	shards      int
 }
 
 // Option configures a Store.
@@ -108,6 +121,15 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.clock =
 // is smaller than the limits of one check holds that key's states anyway.
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
+// WithMaxKeyBytes bounds the length of a key in bytes; the default is
+// DefaultMaxKeyBytes (1 KiB), and n must be at least 1. Check and Reset of
+// a longer key return an error wrapping ratewarden.ErrInvalidKey that
+// names the bound and the key's length (not the key) and change nothing.
+// With WithMaxKeys it bounds the store's memory (see the package doc).
+// Keys are compared byte for byte: a caller with longer identifiers can
+// hash them to a fixed length first.
+func WithMaxKeyBytes(n int) Option { return func(c *config) { c.maxKeyBytes = n } }
+
 // WithShards sets the number of shards (rounded up to a power of two, at
 // most MaxShards; default DefaultShards). More shards mean less lock
 // contention across keys. A store bounded to fewer keys than shards uses
@@ -116,7 +138,7 @@ func WithShards(n int) Option { return func(c *config) { c.shards = n } }
 
 // New returns an empty Store.
 func New(opts ...Option) (*Store, error) {
-	c := config{clock: time.Now, maxKeys: DefaultMaxKeys, shards: DefaultShards}
+	c := config{clock: time.Now, maxKeys: DefaultMaxKeys, maxKeyBytes: DefaultMaxKeyBytes, shards: DefaultShards}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("memstore: nil Option: %w", ratewarden.ErrInvalidConfig)
@@ -128,6 +150,8 @@ func New(opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("memstore: clock must not be nil: %w", ratewarden.ErrInvalidConfig)
 	case c.maxKeys < 1:
 		return nil, fmt.Errorf("memstore: max keys must be >= 1, got %d: %w", c.maxKeys, ratewarden.ErrInvalidConfig)
+	case c.maxKeyBytes < 1:
+		return nil, fmt.Errorf("memstore: max key bytes must be >= 1, got %d: %w", c.maxKeyBytes, ratewarden.ErrInvalidConfig)
 	case c.shards < 1 || c.shards > MaxShards:
 		return nil, fmt.Errorf("memstore: shards must be between 1 and %d, got %d: %w", MaxShards, c.shards, ratewarden.ErrInvalidConfig)
 	}
@@ -135,7 +159,7 @@ func New(opts ...Option) (*Store, error) {
 	for n > c.maxKeys {
 		n >>= 1
 	}
-	s := &Store{shards: make([]shard, n), mask: uint64(n - 1), seed: maphash.MakeSeed(), now: c.clock}
+	s := &Store{shards: make([]shard, n), mask: uint64(n - 1), seed: maphash.MakeSeed(), now: c.clock, maxKey: c.maxKeyBytes}
 	for i := range s.shards {
 		s.shards[i].m = make(map[stateKey]*entry)
 		s.shards[i].cap = c.maxKeys / n
@@ -148,12 +172,24 @@ func New(opts ...Option) (*Store, error) {
 
 var errClosed = fmt.Errorf("memstore: store is closed: %w", ratewarden.ErrStoreUnavailable)
 
+// keyTooLong is the error for a key of n bytes, over the WithMaxKeyBytes
+// bound. It names the lengths only: the key may be anything a client sent.
+func (s *Store) keyTooLong(n int) error {
+	return fmt.Errorf("memstore: key is %d bytes, longer than the %d-byte limit (WithMaxKeyBytes): %w", n, s.maxKey, ratewarden.ErrInvalidKey)
+}
+
 // Check implements ratewarden.Store. req must be valid and res must have
 // len(req.Limits) elements, as a ratewarden.Limiter guarantees (see
 // ratewarden.Request); Check does not validate them again, and a caller
 // that builds Requests itself checks them with ratewarden.ValidateRequest.
+// A key longer than WithMaxKeyBytes is the one input Check refuses itself
+// (the store bounds its memory by it): an error wrapping
+// ratewarden.ErrInvalidKey, and nothing is stored.
 // ctx is not consulted: Check never waits for anything but a shard's lock.
 func (s *Store) Check(_ context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
+	if len(req.Key) > s.maxKey {
+		return s.keyTooLong(len(req.Key))
+	}
 	if s.closed.Load() {
 		return errClosed
 	}
@@ -182,8 +218,12 @@ func (s *Store) Check(_ context.Context, req *ratewarden.Request, res []rateward
 }
 
 // Reset implements ratewarden.Store: it deletes key's states under limits.
-// Like Check it relies on the Limiter's validation of key and limits.
+// Like Check it relies on the Limiter's validation of key and limits, and
+// refuses a key longer than WithMaxKeyBytes (no such state can exist).
 func (s *Store) Reset(_ context.Context, key string, limits ...ratewarden.Limit) error {
+	if len(key) > s.maxKey {
+		return s.keyTooLong(len(key))
+	}
 	if s.closed.Load() {
 		return errClosed
 	}
@@ -274,7 +314,10 @@ func (sh *shard) decide(key string, lim ratewarden.Limit, now, cost int64, consu
 }
 
 // insert adds a new entry for k, first sweeping a few states for expiry and,
-// when the shard is full, evicting one. The caller holds sh.mu.
+// when the shard is full, evicting one. The map keeps a copy of k's key:
+// the caller's string may share its bytes with something much larger (a
+// request body the key was sliced from), which the map would otherwise keep
+// alive. The caller holds sh.mu.
 func (sh *shard) insert(k stateKey, now int64) *entry {
 	seen := 0
 	for kk, e := range sh.m { // map iteration starts at a random place
@@ -289,6 +332,7 @@ func (sh *shard) insert(k stateKey, now int64) *entry {
 	if len(sh.m) >= sh.cap {
 		sh.evict(k.key, now)
 	}
+	k.key = strings.Clone(k.key)
 	e := new(entry)
 	sh.m[k] = e
 	return e

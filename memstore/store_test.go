@@ -26,6 +26,8 @@ func TestNewErrors(t *testing.T) {
 		{"nil clock", []memstore.Option{memstore.WithClock(nil)}, "memstore: clock must not be nil"},
 		{"zero max keys", []memstore.Option{memstore.WithMaxKeys(0)}, "memstore: max keys must be >= 1, got 0"},
 		{"negative max keys", []memstore.Option{memstore.WithMaxKeys(-5)}, "memstore: max keys must be >= 1, got -5"},
+		{"zero max key bytes", []memstore.Option{memstore.WithMaxKeyBytes(0)}, "memstore: max key bytes must be >= 1, got 0"},
+		{"negative max key bytes", []memstore.Option{memstore.WithMaxKeyBytes(-1)}, "memstore: max key bytes must be >= 1, got -1"},
 		{"zero shards", []memstore.Option{memstore.WithShards(0)}, "memstore: shards must be between 1 and 65536, got 0"},
 		{"too many shards", []memstore.Option{memstore.WithShards(memstore.MaxShards + 1)}, "memstore: shards must be between 1 and 65536, got 65537"},
 	}
