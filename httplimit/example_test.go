@@ -67,11 +67,11 @@ func Example() {
 	// Output:
 	// 200 "burst";r=1;t=40, "daily";r=999;t=43180
 	// 200 "burst";r=0;t=40, "daily";r=998;t=43180
-	// 429 "burst";r=0;t=40, "daily";r=998;t=43180
+	// 429 "burst";r=0;t=40, "daily";r=998;t=40
 	// RateLimit-Policy: "burst";q=2;w=60, "daily";q=1000;w=86400
 	// Retry-After: 40
 	// application/problem+json
-	// {"type":"about:blank","title":"Too Many Requests","status":429,"detail":"Rate limit \"burst\" exceeded; retry in 40 s.","retry_after":40}
+	// {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"Rate limit \"burst\" exceeded; retry in 40 s.","retry_after":40,"violated-policies":["burst"]}
 }
 
 func ExampleNew() {
@@ -330,10 +330,12 @@ func ExampleWithSkip() {
 	// / 429
 }
 
+// X-RateLimit-Reset is a Unix time by default; XRateLimitResetDelta sends
+// the seconds from now instead.
 func ExampleWithHeaders() {
 	mw, err := httplimit.New(exampleLimiter(),
 		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 5, Period: time.Minute}),
-		httplimit.WithHeaders(httplimit.XRateLimitHeaders))
+		httplimit.WithHeaders(httplimit.XRateLimitHeaders|httplimit.XRateLimitResetDelta))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -346,6 +348,25 @@ func ExampleWithHeaders() {
 	// X-RateLimit-Limit: "5"
 	// X-RateLimit-Remaining: "4"
 	// X-RateLimit-Reset: "40"
+}
+
+// By default X-RateLimit-Reset is the Unix time of the reset, from this
+// server's clock, rounded up.
+func ExampleWithHeaders_unixReset() {
+	mw, err := httplimit.New(exampleLimiter(),
+		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 5, Period: time.Minute}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	before := time.Now()
+	w := send(mw.Handler(hi), "203.0.113.7:5000", "/")
+	reset, err := strconv.ParseInt(w.Header().Get("X-RateLimit-Reset"), 10, 64)
+	if err != nil {
+		log.Fatal(err)
+	}
+	in := time.Unix(reset, 0).Sub(before) // the window ends 40 s after the store's now
+	fmt.Println(in > 39*time.Second && in <= 42*time.Second)
+	// Output: true
 }
 
 func ExampleWithDeniedHandler() {
@@ -436,7 +457,7 @@ func ExampleWithLimits() {
 	}
 	// Output:
 	// 200 "1/1m fixed_window";r=0;t=40, "100/1h fixed_window";r=99;t=3580
-	// 429 "1/1m fixed_window";r=0;t=40, "100/1h fixed_window";r=99;t=3580
+	// 429 "1/1m fixed_window";r=0;t=40, "100/1h fixed_window";r=99;t=40
 }
 
 func ExampleWithPolicies() {
@@ -565,7 +586,7 @@ func ExampleForwardHeader_String() {
 func ExampleRenderer() {
 	burst := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Minute}
 	daily := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: 24 * time.Hour}
-	r := httplimit.NewRenderer(httplimit.DraftHeaders|httplimit.XRateLimitHeaders,
+	r := httplimit.NewRenderer(httplimit.DraftHeaders|httplimit.XRateLimitHeaders|httplimit.XRateLimitResetDelta,
 		httplimit.Policy{Name: "burst", Limit: burst}, httplimit.Policy{Name: `team "a"`, Limit: daily})
 	d := ratewarden.Decision{Allowed: false, Results: []ratewarden.Result{
 		{Allowed: false, Limit: burst, RetryAfter: 12500 * time.Millisecond, ResetAfter: 12500 * time.Millisecond},
@@ -576,7 +597,7 @@ func ExampleRenderer() {
 	}
 	// Output:
 	// Ratelimit-Policy: "burst";q=10;w=60, "team \"a\"";q=1000;w=86400
-	// Ratelimit: "burst";r=0;t=13, "team \"a\"";r=640;t=18000
+	// Ratelimit: "burst";r=0;t=13, "team \"a\"";r=640;t=13
 	// X-Ratelimit-Limit: 10
 	// X-Ratelimit-Remaining: 0
 	// X-Ratelimit-Reset: 13
@@ -586,7 +607,7 @@ func ExampleRenderer() {
 // Set writes the fields on a response's header, as the middleware does.
 func ExampleRenderer_Set() {
 	daily := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: 24 * time.Hour}
-	r := httplimit.NewRenderer(httplimit.XRateLimitHeaders, httplimit.Policy{Name: "daily", Limit: daily})
+	r := httplimit.NewRenderer(httplimit.XRateLimitHeaders|httplimit.XRateLimitResetDelta, httplimit.Policy{Name: "daily", Limit: daily})
 	d := ratewarden.Decision{Allowed: true, Results: []ratewarden.Result{
 		{Allowed: true, Limit: daily, Remaining: 999, ResetAfter: 90 * time.Minute},
 	}}

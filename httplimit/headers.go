@@ -1,6 +1,10 @@
 package httplimit
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -35,17 +39,28 @@ const (
 // policies[i]) it renders, in this order:
 //
 //	RateLimit-Policy: "<name>";q=<capacity>;w=<period s>, ...   (DraftHeaders)
-//	RateLimit: "<name>";r=<remaining>;t=<reset s>, ...          (DraftHeaders)
+//	RateLimit: "<name>";r=<remaining>;t=<s>[;pk=:<hash>:], ...  (DraftHeaders)
 //	X-RateLimit-Limit, -Remaining, -Reset of d.Binding()        (XRateLimitHeaders)
 //	Retry-After: <s>, at least 1, when the request is rejected  (always)
 //
+// The fields follow draft-ietf-httpapi-ratelimit-headers (-10, and the
+// editor's copy after it, with the same section numbers). t is the
+// effective window of section 4.1.2: for a policy that denied the request
+// the seconds until the same request can be admitted (rounded up, at least
+// 1, as Retry-After); otherwise the seconds until the policy is back to
+// full allowance. On a rejection no t exceeds Retry-After, as section 6
+// asks ("the Retry-After field value SHOULD NOT reference a point in time
+// earlier than" t), and the binding policy's t equals it.
+//
 // Seconds are rounded up, so a client that waits that long is never early.
-// X-RateLimit-Reset is seconds from now, or with XRateLimitResetUnix the
-// Unix time from this server's clock.
+// X-RateLimit-Reset is the Unix time (seconds, rounded up, from this
+// server's clock) at which the binding policy is back to full allowance,
+// as GitHub sends it; with XRateLimitResetDelta, the seconds from now.
 type Renderer struct {
 	set    HeaderSet
 	quoted []string // each policy name as a Structured Field String
 	policy string   // the RateLimit-Policy value: constant for the policies
+	secret []byte   // WithPartitionKey: the pk HMAC key; nil: no pk
 }
 
 // NewRenderer returns a Renderer of the fields in set (unknown bits are
@@ -55,7 +70,7 @@ type Renderer struct {
 // byte a String cannot hold (outside printable ASCII, 0x20 to 0x7E) sent
 // as '?', so the field is well formed whatever the name.
 func NewRenderer(set HeaderSet, policies ...Policy) *Renderer {
-	r := &Renderer{set: set & (DraftHeaders | XRateLimitHeaders | XRateLimitResetUnix), quoted: make([]string, len(policies))}
+	r := &Renderer{set: set & allHeaders, quoted: make([]string, len(policies))}
 	var pv strings.Builder
 	for i, p := range policies {
 		name := p.Name
@@ -76,12 +91,37 @@ func NewRenderer(set HeaderSet, policies ...Policy) *Renderer {
 	return r
 }
 
+// MinPartitionSecret is the shortest secret WithPartitionKey accepts.
+const MinPartitionSecret = 16
+
+// WithPartitionKey returns a copy of r that adds the draft's partition key
+// (pk, section 4.1.3, a Byte Sequence) to every RateLimit item rendered by
+// AppendKey and SetKey. The pk is never the key itself, which may be an
+// address or an API key: it is the first 16 bytes of HMAC-SHA256(secret,
+// key), so equal keys give equal pks and nobody without the secret can
+// tell which key it stands for. secret must be at least
+// MinPartitionSecret bytes; the error wraps ratewarden.ErrInvalidConfig.
+func (r *Renderer) WithPartitionKey(secret []byte) (*Renderer, error) {
+	if len(secret) < MinPartitionSecret {
+		return nil, fmt.Errorf("httplimit: partition key secret must be at least %d bytes, got %d: %w", MinPartitionSecret, len(secret), ratewarden.ErrInvalidConfig)
+	}
+	c := *r
+	c.secret = append([]byte(nil), secret...)
+	return &c, nil
+}
+
 // Append appends the fields for d to dst and returns the extended slice;
 // rejected adds Retry-After (a request passed in shadow mode is over the
 // limit but not rejected). It appends nothing when d has no results.
 func (r *Renderer) Append(dst []Field, d ratewarden.Decision, rejected bool) []Field {
+	return r.AppendKey(dst, d, rejected, "")
+}
+
+// AppendKey is Append for the decision on key: a Renderer made by
+// WithPartitionKey adds its hash as pk when key is not empty.
+func (r *Renderer) AppendKey(dst []Field, d ratewarden.Decision, rejected bool, key string) []Field {
 	var arr [192]byte
-	s, ends, ok := r.render(arr[:0], d, rejected)
+	s, ends, ok := r.render(arr[:0], d, rejected, key)
 	if !ok {
 		return dst
 	}
@@ -101,11 +141,16 @@ func (r *Renderer) Append(dst []Field, d ratewarden.Decision, rejected bool) []F
 // Append lists them. The values share one string and the value slices one
 // array, so the allocations do not grow with the number of fields.
 func (r *Renderer) Set(h http.Header, d ratewarden.Decision, rejected bool) {
+	r.SetKey(h, d, rejected, "")
+}
+
+// SetKey is Set for the decision on key; see AppendKey.
+func (r *Renderer) SetKey(h http.Header, d ratewarden.Decision, rejected bool, key string) {
 	if r.set&(DraftHeaders|XRateLimitHeaders) == 0 && !rejected {
 		return
 	}
 	var arr [192]byte
-	s, ends, ok := r.render(arr[:0], d, rejected)
+	s, ends, ok := r.render(arr[:0], d, rejected, key)
 	if !ok {
 		return
 	}
@@ -130,44 +175,85 @@ func (r *Renderer) Set(h http.Header, d ratewarden.Decision, rejected bool) {
 // render writes the values that depend on d into buf and returns them as
 // one string with the end of each: RateLimit, X-RateLimit-Limit,
 // -Remaining, -Reset and Retry-After (each empty when not rendered).
-func (r *Renderer) render(buf []byte, d ratewarden.Decision, rejected bool) (string, [5]int, bool) {
+func (r *Renderer) render(buf []byte, d ratewarden.Decision, rejected bool, key string) (string, [5]int, bool) {
 	var ends [5]int
 	if len(d.Results) == 0 {
 		return "", ends, false
 	}
+	b := d.Binding()
+	retry := retryAfterSeconds(b)
 	if r.set&DraftHeaders != 0 {
-		for i, res := range d.Results[:min(len(d.Results), len(r.quoted))] {
-			if i > 0 {
-				buf = append(buf, ", "...)
-			}
-			buf = append(buf, r.quoted[i]...)
-			buf = append(buf, ";r="...)
-			buf = strconv.AppendInt(buf, res.Remaining, 10)
-			buf = append(buf, ";t="...)
-			buf = strconv.AppendInt(buf, ceilSeconds(res.ResetAfter), 10)
-		}
+		buf = r.appendItems(buf, d, rejected, retry, key)
 	}
 	ends[0] = len(buf)
-	b := d.Binding()
 	if r.set&XRateLimitHeaders != 0 {
-		reset := ceilSeconds(b.ResetAfter)
-		if r.set&XRateLimitResetUnix != 0 {
-			reset = time.Now().Add(time.Duration(reset) * time.Second).Unix()
-		}
 		buf = strconv.AppendInt(buf, b.Limit.Capacity(), 10)
 		ends[1] = len(buf)
 		buf = strconv.AppendInt(buf, b.Remaining, 10)
 		ends[2] = len(buf)
-		buf = strconv.AppendInt(buf, reset, 10)
+		if r.set&XRateLimitResetDelta != 0 {
+			buf = strconv.AppendInt(buf, ceilSeconds(b.ResetAfter), 10)
+		} else {
+			buf = strconv.AppendInt(buf, ceilUnix(time.Now().Add(max(b.ResetAfter, 0))), 10)
+		}
 	} else {
 		ends[1], ends[2] = len(buf), len(buf)
 	}
 	ends[3] = len(buf)
 	if rejected {
-		buf = strconv.AppendInt(buf, retryAfterSeconds(b), 10)
+		buf = strconv.AppendInt(buf, retry, 10)
 	}
 	ends[4] = len(buf)
 	return string(buf), ends, true
+}
+
+// appendItems appends the RateLimit items: r, t (see Renderer) and pk.
+func (r *Renderer) appendItems(buf []byte, d ratewarden.Decision, rejected bool, retry int64, key string) []byte {
+	var pk []byte
+	if r.secret != nil && key != "" {
+		pk = r.partitionKey(key)
+	}
+	for i, res := range d.Results[:min(len(d.Results), len(r.quoted))] {
+		if i > 0 {
+			buf = append(buf, ", "...)
+		}
+		t := ceilSeconds(res.ResetAfter)
+		if !res.Allowed {
+			t = retryAfterSeconds(res)
+		}
+		if rejected {
+			t = min(t, retry) // draft section 6: Retry-After is not before t
+		}
+		buf = append(buf, r.quoted[i]...)
+		buf = append(buf, ";r="...)
+		buf = strconv.AppendInt(buf, res.Remaining, 10)
+		buf = append(buf, ";t="...)
+		buf = strconv.AppendInt(buf, t, 10)
+		if pk != nil {
+			buf = append(buf, ";pk=:"...)
+			buf = base64.StdEncoding.AppendEncode(buf, pk)
+			buf = append(buf, ':')
+		}
+	}
+	return buf
+}
+
+// partitionKey is the pk bytes for key: HMAC-SHA256 under the secret,
+// truncated to 16 bytes.
+func (r *Renderer) partitionKey(key string) []byte {
+	mac := hmac.New(sha256.New, r.secret)
+	mac.Write([]byte(key))
+	return mac.Sum(nil)[:16]
+}
+
+// ceilUnix is t as a Unix time in whole seconds, rounded up: a client
+// that waits until then is never early.
+func ceilUnix(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
 }
 
 // ceilSeconds is d in whole seconds, rounded up: a client that waits that

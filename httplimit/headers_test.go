@@ -1,6 +1,8 @@
 package httplimit_test
 
 import (
+	"encoding/base64"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,14 +24,16 @@ func fieldsString(fs []httplimit.Field) string {
 
 func TestRendererFields(t *testing.T) {
 	perMin, perDay := fixed(100, time.Minute), fixed(1000, 24*time.Hour)
-	r := httplimit.NewRenderer(httplimit.DraftHeaders|httplimit.XRateLimitHeaders,
+	r := httplimit.NewRenderer(httplimit.DraftHeaders|httplimit.XRateLimitHeaders|httplimit.XRateLimitResetDelta,
 		httplimit.Policy{Name: "burst", Limit: perMin}, httplimit.Policy{Limit: perDay})
 	denied := ratewarden.Decision{Results: []ratewarden.Result{
 		{Allowed: false, Limit: perMin, Remaining: 0, RetryAfter: 1500 * time.Millisecond, ResetAfter: 59 * time.Second},
 		{Allowed: true, Limit: perDay, Remaining: 400, ResetAfter: 3 * time.Hour},
 	}}
+	// The denying policy's t is its retry time, as Retry-After (rounded
+	// up); on a rejection no t exceeds Retry-After (draft section 6).
 	want := `Ratelimit-Policy: "burst";q=100;w=60, "1000/1d fixed_window";q=1000;w=86400
-Ratelimit: "burst";r=0;t=59, "1000/1d fixed_window";r=400;t=10800
+Ratelimit: "burst";r=0;t=2, "1000/1d fixed_window";r=400;t=2
 X-Ratelimit-Limit: 100
 X-Ratelimit-Remaining: 0
 X-Ratelimit-Reset: 59
@@ -38,9 +42,11 @@ Retry-After: 2
 	if got := fieldsString(r.Append(nil, denied, true)); got != want {
 		t.Errorf("rejected:\n%s\nwant:\n%s", got, want)
 	}
-	// Over the limit but passed (shadow mode): no Retry-After.
-	if got := fieldsString(r.Append(nil, denied, false)); got != strings.TrimSuffix(want, "Retry-After: 2\n") {
-		t.Errorf("not rejected:\n%s", got)
+	// Over the limit but passed (shadow mode): no Retry-After, and the
+	// other policy's t is its own.
+	wantShadow := strings.Replace(strings.TrimSuffix(want, "Retry-After: 2\n"), "r=400;t=2", "r=400;t=10800", 1)
+	if got := fieldsString(r.Append(nil, denied, false)); got != wantShadow {
+		t.Errorf("not rejected:\n%s\nwant:\n%s", got, wantShadow)
 	}
 	// Set writes what Append lists.
 	h := http.Header{"Retry-After": {"old"}, "Other": {"kept"}}
@@ -65,18 +71,80 @@ Retry-After: 2
 	}
 }
 
+// TestRendererResetUnix: X-RateLimit-Reset is a Unix time by default
+// (XRateLimitResetUnix, deprecated, changes nothing), rounded up so a
+// client waiting until then is never early.
 func TestRendererResetUnix(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lim := fixed(5, time.Minute)
-		r := httplimit.NewRenderer(httplimit.XRateLimitHeaders|httplimit.XRateLimitResetUnix, httplimit.Policy{Limit: lim})
 		d := ratewarden.Decision{Allowed: true, Results: []ratewarden.Result{{Allowed: true, Limit: lim, Remaining: 4, ResetAfter: 40*time.Second + time.Millisecond}}}
-		want := time.Now().Add(41 * time.Second).Unix()
-		for _, f := range r.Append(nil, d, false) {
-			if f.Name == "X-Ratelimit-Reset" && f.Value != strconv.FormatInt(want, 10) {
-				t.Errorf("X-RateLimit-Reset = %s, want %d (now + 41 s)", f.Value, want)
+		time.Sleep(300 * time.Millisecond)                                   // now is not on a whole second
+		want := strconv.FormatInt(time.Now().Add(41*time.Second).Unix(), 10) // ceil(now + 40.001 s)
+		for _, set := range []httplimit.HeaderSet{httplimit.XRateLimitHeaders, httplimit.XRateLimitHeaders | httplimit.XRateLimitResetUnix} {
+			r := httplimit.NewRenderer(set, httplimit.Policy{Limit: lim})
+			if got := header(r.Append(nil, d, false), "X-Ratelimit-Reset"); got != want {
+				t.Errorf("set %#x: X-RateLimit-Reset = %s, want %s (now + 40.001 s, rounded up)", set, got, want)
 			}
 		}
+		r := httplimit.NewRenderer(httplimit.XRateLimitHeaders|httplimit.XRateLimitResetDelta, httplimit.Policy{Limit: lim})
+		if got := header(r.Append(nil, d, false), "X-Ratelimit-Reset"); got != "41" {
+			t.Errorf("XRateLimitResetDelta: X-RateLimit-Reset = %s, want 41", got)
+		}
 	})
+}
+
+func header(fs []httplimit.Field, name string) string {
+	for _, f := range fs {
+		if f.Name == name {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+// TestRendererPartitionKey: pk is sent only when configured and given a
+// key, is a Byte Sequence of a keyed hash (never the key), equal for
+// equal keys and different for others and other secrets.
+func TestRendererPartitionKey(t *testing.T) {
+	lim := fixed(5, time.Minute)
+	d := ratewarden.Decision{Allowed: true, Results: []ratewarden.Result{{Allowed: true, Limit: lim, Remaining: 4, ResetAfter: time.Minute}}}
+	base := httplimit.NewRenderer(httplimit.DraftHeaders, httplimit.Policy{Name: "p", Limit: lim})
+	if _, err := base.WithPartitionKey([]byte("short")); !errors.Is(err, ratewarden.ErrInvalidConfig) {
+		t.Errorf("short secret: %v, want ErrInvalidConfig", err)
+	}
+	secret := []byte("0123456789abcdef")
+	r, err := base.WithPartitionKey(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk := func(r *httplimit.Renderer, key string) string {
+		v := header(r.AppendKey(nil, d, false, key), "Ratelimit")
+		_, p, _ := strings.Cut(v, ";pk=")
+		return p
+	}
+	if got := header(base.AppendKey(nil, d, false, "default|ip:192.0.2.1"), "Ratelimit"); got != `"p";r=4;t=60` {
+		t.Errorf("no secret: %s, want no pk", got)
+	}
+	if got := header(r.Append(nil, d, false), "Ratelimit"); got != `"p";r=4;t=60` {
+		t.Errorf("Append (no key): %s, want no pk", got)
+	}
+	a := pk(r, "default|ip:192.0.2.1")
+	if len(a) != 26 || a[0] != ':' || a[25] != ':' {
+		t.Fatalf("pk %q: want :<24 base64 chars>:", a)
+	}
+	raw, err := base64.StdEncoding.DecodeString(a[1:25])
+	if err != nil || len(raw) != 16 || strings.Contains(a, "192.0.2.1") {
+		t.Errorf("pk %q: %d bytes, %v", a, len(raw), err)
+	}
+	other, _ := base.WithPartitionKey([]byte("fedcba9876543210"))
+	if pk(r, "default|ip:192.0.2.1") != a || pk(r, "default|ip:192.0.2.2") == a || pk(other, "default|ip:192.0.2.1") == a {
+		t.Error("pk is not a keyed function of the key")
+	}
+	h := http.Header{}
+	r.SetKey(h, d, false, "default|ip:192.0.2.1")
+	if got := h.Get("Ratelimit"); got != `"p";r=4;t=60;pk=`+a {
+		t.Errorf("SetKey: %s", got)
+	}
 }
 
 // TestRendererNames: policy names become Structured Field Strings: '"'

@@ -107,3 +107,15 @@ func newLogger() (*slog.Logger, *syncBuffer) {
 func fixed(rate int64, period time.Duration) ratewarden.Limit {
 	return ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: rate, Period: period}
 }
+
+// mustMemstore returns a fresh memstore on the real clock, closed by the
+// test's cleanup.
+func mustMemstore(t *testing.T) *memstore.Store {
+	t.Helper()
+	st, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}

@@ -79,6 +79,10 @@ type Middleware struct {
 
 	storeLog  logThrottle // store errors
 	shadowLog logThrottle // over-limit requests passed in shadow mode
+
+	ip         *IPConfig    // WithClientIP (or the default key): checked per request; nil: no checks
+	noForward  atomic.Int64 // trusted peer without the forwarding header
+	untrustFwd atomic.Int64 // forwarding header while no proxy is trusted
 }
 
 // rule is a validated Rule with its header renderer.
@@ -124,6 +128,7 @@ func New(l *ratewarden.Limiter, opts ...Option) (*Middleware, error) {
 		onLimit:    c.onLimit,
 		failClosed: c.failClosed,
 		log:        c.log,
+		ip:         c.ip,
 	}
 	rules := append(c.rules, c.defaultRules...)
 	if len(rules) == 0 {
@@ -135,7 +140,7 @@ func New(l *ratewarden.Limiter, opts ...Option) (*Middleware, error) {
 			return nil, fmt.Errorf("httplimit: rule %q given twice: %w", r.Name, ratewarden.ErrInvalidConfig)
 		}
 		seen[r.Name] = true
-		cr, err := compileRule(r, c.headers)
+		cr, err := compileRule(r, c.headers, c.pkSecret)
 		if err != nil {
 			return nil, err
 		}
@@ -144,7 +149,7 @@ func New(l *ratewarden.Limiter, opts ...Option) (*Middleware, error) {
 	return m, nil
 }
 
-func compileRule(r Rule, headers HeaderSet) (rule, error) {
+func compileRule(r Rule, headers HeaderSet, pkSecret []byte) (rule, error) {
 	switch {
 	case r.Name == "":
 		return rule{}, fmt.Errorf("httplimit: Rule.Name must not be empty: %w", ratewarden.ErrInvalidConfig)
@@ -179,6 +184,13 @@ func compileRule(r Rule, headers HeaderSet) (rule, error) {
 		cr.limits = append(cr.limits, p.Limit)
 	}
 	cr.render = NewRenderer(headers, cr.Policies...)
+	if pkSecret != nil {
+		pr, err := cr.render.WithPartitionKey(pkSecret)
+		if err != nil {
+			return rule{}, err
+		}
+		cr.render = pr
+	}
 	return cr, nil
 }
 
@@ -218,6 +230,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
+	if m.ip != nil {
+		m.checkProxy(r)
+	}
 	ck, err := m.key(r)
 	if err == nil && ck == "" {
 		err = fmt.Errorf("httplimit: key function returned an empty key: %w", ratewarden.ErrInvalidKey)
@@ -256,7 +271,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.storeFailed(w, r, next, key, err)
 		return
 	}
-	ru.render.Set(w.Header(), d, !d.Allowed && !m.shadow)
+	ru.render.SetKey(w.Header(), d, !d.Allowed && !m.shadow, key)
 	if d.Allowed {
 		next.ServeHTTP(w, r)
 		return
@@ -335,4 +350,60 @@ func bindingName(ru *rule, d ratewarden.Decision) string {
 		}
 	}
 	return ""
+}
+
+// ProxyWarnings counts the requests that showed one of the
+// misconfigurations WithClientIP checks for (each also logged once, as a
+// Warn line, the first time). Both stay zero under WithKey.
+type ProxyWarnings struct {
+	// NoForwardHeader counts requests from a trusted proxy that carried
+	// no IPConfig.Header: all such requests share the proxy's budget.
+	NoForwardHeader int64
+	// UntrustedForwardHeader counts requests that carried a forwarding
+	// header while IPConfig.TrustedProxies is empty, so it was ignored.
+	UntrustedForwardHeader int64
+}
+
+// ProxyWarnings returns the counts of requests that showed each
+// forwarding misconfiguration so far; export them as metrics.
+func (m *Middleware) ProxyWarnings() ProxyWarnings {
+	return ProxyWarnings{NoForwardHeader: m.noForward.Load(), UntrustedForwardHeader: m.untrustFwd.Load()}
+}
+
+// canonicalForward are forwardHeaderNames as http.Header keys them, so
+// the checks look them up without canonicalizing per request.
+var canonicalForward = func() (c [numForwardHeaders]string) {
+	for i, n := range forwardHeaderNames {
+		c[i] = http.CanonicalHeaderKey(n)
+	}
+	return c
+}()
+
+// checkProxy counts (and the first time logs) a request that shows the
+// ClientIP configuration does not match the network: see WithClientIP.
+func (m *Middleware) checkProxy(r *http.Request) {
+	c := m.ip
+	if len(c.TrustedProxies) == 0 {
+		for _, name := range canonicalForward {
+			if len(r.Header[name]) > 0 {
+				if m.untrustFwd.Add(1) == 1 {
+					m.log.LogAttrs(r.Context(), slog.LevelWarn, "httplimit: a request carries a forwarding header but no proxy is trusted, so it is ignored and the request is keyed by its TCP peer; "+
+						"if this server is behind a proxy, every client shares the proxy's budget: list the proxy's network in IPConfig.TrustedProxies (WithClientIP)",
+						slog.String("header", name))
+				}
+				return
+			}
+		}
+		return
+	}
+	if len(r.Header[canonicalForward[c.Header]]) > 0 {
+		return
+	}
+	if peer, ok := parseHop(r.RemoteAddr); ok && c.trusted(peer) {
+		if m.noForward.Add(1) == 1 {
+			m.log.LogAttrs(r.Context(), slog.LevelWarn, "httplimit: a request from a trusted proxy carries no "+forwardHeaderNames[c.Header]+" header, so it is keyed by the proxy's address; "+
+				"if the proxy never sends it, every client shares the proxy's budget: make the proxy set the header, or set IPConfig.Header to the one it writes",
+				slog.String("header", forwardHeaderNames[c.Header]))
+		}
+	}
 }

@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -39,7 +40,9 @@ func TestDraftHeadersOnePolicyPerLimit(t *testing.T) {
 		}
 		// The binding policy of an allowed request is the one with the fewest
 		// remaining.
-		for name, want := range map[string]string{"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset": "45"} {
+		// X-RateLimit-Reset is a Unix time by default: the end of the minute.
+		reset := strconv.FormatInt(epoch.Add(time.Minute).Unix(), 10)
+		for name, want := range map[string]string{"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset": reset} {
 			if got := w.Header().Get(name); got != want {
 				t.Errorf("%s = %q, want %q", name, got, want)
 			}
@@ -110,11 +113,36 @@ func TestHeaderSelection(t *testing.T) {
 	}
 }
 
+// TestXRateLimitResetUnix: the Unix form (the default; the deprecated
+// XRateLimitResetUnix bit changes nothing) and the delta form of
+// XRateLimitResetDelta.
 func TestXRateLimitResetUnix(t *testing.T) {
+	for _, set := range []httplimit.HeaderSet{httplimit.XRateLimitHeaders, httplimit.XRateLimitHeaders | httplimit.XRateLimitResetUnix} {
+		t.Run(fmt.Sprintf("%#x", set), func(t *testing.T) { testXRateLimitResetUnix(t, set) })
+	}
 	synctest.Test(t, func(t *testing.T) {
 		l, _ := newLimiter(t, 20*time.Second)
 		h := mustNew(t, l, httplimit.WithLimits(fixed(5, time.Minute)),
-			httplimit.WithHeaders(httplimit.XRateLimitHeaders|httplimit.XRateLimitResetUnix)).Handler(new(ok))
+			httplimit.WithHeaders(httplimit.XRateLimitHeaders|httplimit.XRateLimitResetDelta)).Handler(new(ok))
+		if got := get(h, client, "/", nil).Header().Get("X-RateLimit-Reset"); got != "40" {
+			t.Errorf("XRateLimitResetDelta: X-RateLimit-Reset = %q, want 40", got)
+		}
+	})
+	l, err := ratewarden.New(mustMemstore(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := httplimit.New(l, httplimit.WithLimits(fixed(5, time.Minute)),
+		httplimit.WithHeaders(httplimit.XRateLimitHeaders|httplimit.XRateLimitResetUnix|httplimit.XRateLimitResetDelta)); !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), "WithHeaders") {
+		t.Errorf("Unix and Delta together: %v, want an ErrInvalidConfig naming WithHeaders", err)
+	}
+}
+
+func testXRateLimitResetUnix(t *testing.T, set httplimit.HeaderSet) {
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newLimiter(t, 20*time.Second)
+		h := mustNew(t, l, httplimit.WithLimits(fixed(5, time.Minute)),
+			httplimit.WithHeaders(set)).Handler(new(ok))
 		w := get(h, client, "/", nil)
 		// The window ends 40 s after the store's now; the Unix form adds
 		// those 40 s to this server's clock (here both the bubble's).
@@ -185,14 +213,17 @@ func TestRejectionProblemBody(t *testing.T) {
 			t.Fatalf("body %q: %v", w.Body.String(), err)
 		}
 		want := map[string]any{
-			"type":        "about:blank",
-			"title":       "Too Many Requests",
+			// The quota-exceeded problem type, draft section 5.1.
+			"type":        "https://iana.org/assignments/http-problem-types#quota-exceeded",
+			"title":       "Request cannot be satisfied as assigned quota has been exceeded",
 			"status":      float64(429),
 			"detail":      `Rate limit "per-minute" exceeded; retry in 30 s.`,
 			"retry_after": float64(30),
+			// Only the policy that denied: the day had room.
+			"violated-policies": []any{"per-minute"},
 		}
 		for k, v := range want {
-			if p[k] != v {
+			if fmt.Sprint(p[k]) != fmt.Sprint(v) {
 				t.Errorf("body[%q] = %v, want %v", k, p[k], v)
 			}
 		}
@@ -202,8 +233,10 @@ func TestRejectionProblemBody(t *testing.T) {
 		if got := w.Header().Get("Retry-After"); got != "30" {
 			t.Errorf("Retry-After = %q, want 30", got)
 		}
-		// A denied multi-limit check consumes from no limit: the day still has 998.
-		if got := w.Header().Get("RateLimit"); got != `"per-minute";r=0;t=30, "per-day";r=998;t=86370` {
+		// A denied multi-limit check consumes from no limit: the day still has
+		// 998. On a rejection no t exceeds Retry-After (draft section 6): the
+		// day's 998 are not usable within 30 s either.
+		if got := w.Header().Get("RateLimit"); got != `"per-minute";r=0;t=30, "per-day";r=998;t=30` {
 			t.Errorf("RateLimit = %q", got)
 		}
 		if len(infos) != 1 || infos[0].Rule != "default" || infos[0].Key != "default|ip:198.51.100.7" || infos[0].Shadow || infos[0].Decision.Allowed {

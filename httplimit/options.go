@@ -28,12 +28,16 @@ type config struct {
 	onLimit      func(*http.Request, Info)
 	failClosed   bool
 	log          *slog.Logger
+	pkSecret     []byte    // WithPartitionKey; nil: no pk
+	ip           *IPConfig // the ClientIP config the proxy checks use; nil: no checks
+	ipErr        error     // WithClientIP's error, reported by validate
 }
 
 // defaults is the config before any option: see New.
 func defaults() config {
 	key, _ := ClientIP(IPConfig{}) // the zero IPConfig is valid
 	return config{
+		ip:      &IPConfig{},
 		key:     key,
 		cost:    unitCost,
 		skip:    noSkip,
@@ -60,8 +64,14 @@ func (c *config) validate() error {
 		msg = "WithCost: cost function must not be nil"
 	case c.skip == nil:
 		msg = "WithSkip: skip function must not be nil"
-	case c.headers >= XRateLimitResetUnix<<1:
-		msg = fmt.Sprintf("WithHeaders: unknown header bits %#x", uint8(c.headers))
+	case c.headers&^allHeaders != 0:
+		msg = fmt.Sprintf("WithHeaders: unknown header bits %#x", uint8(c.headers&^allHeaders))
+	case c.headers&XRateLimitResetUnix != 0 && c.headers&XRateLimitResetDelta != 0:
+		msg = "WithHeaders: XRateLimitResetUnix and XRateLimitResetDelta exclude each other"
+	case c.pkSecret != nil && len(c.pkSecret) < MinPartitionSecret:
+		msg = fmt.Sprintf("WithPartitionKey: secret must be at least %d bytes, got %d", MinPartitionSecret, len(c.pkSecret))
+	case c.ipErr != nil:
+		return c.ipErr
 	case c.denied == nil:
 		msg = "WithDeniedHandler: handler must not be nil"
 	case c.onErr == nil:
@@ -120,9 +130,42 @@ func WithRule(r Rule) Option {
 }
 
 // WithKey sets how requests are keyed; default: ClientIP with no trusted
-// proxies (the TCP peer's address).
+// proxies (the TCP peer's address). It turns off the forwarding checks of
+// WithClientIP; to key by address with them, use WithClientIP instead of
+// WithKey(ClientIP(cfg)).
 func WithKey(fn KeyFunc) Option {
-	return func(c *config) { c.key = fn }
+	return func(c *config) { c.key, c.ip, c.ipErr = fn, nil, nil }
+}
+
+// WithClientIP keys requests by ClientIP(cfg) and checks every request for
+// the two misconfigurations that make address keys wrong, logging a
+// warning the first time each is seen and counting every occurrence (see
+// Middleware.ProxyWarnings):
+//
+//   - a peer in cfg.TrustedProxies sent no cfg.Header: either the proxy does
+//     not write that header (then every client behind it shares the
+//     proxy's budget; configure the proxy, or pick the header it writes in
+//     IPConfig.Header) or a host inside the trusted networks called
+//     directly (a health check, which is harmless);
+//   - cfg trusts no proxy but a request carries X-Forwarded-For, Forwarded
+//     or X-Real-IP: when this server is behind a proxy, every client shares
+//     its budget; list the proxy in IPConfig.TrustedProxies. (When it is not,
+//     a client sent the header and it was rightly ignored.)
+//
+// The default key function is WithClientIP(IPConfig{}) with its checks.
+func WithClientIP(cfg IPConfig) Option {
+	fn, err := ClientIP(cfg)
+	cfg, _ = cfg.validate() // as ClientIP uses it; err reports a failure
+	return func(c *config) { c.key, c.ip, c.ipErr = fn, &cfg, err }
+}
+
+// WithPartitionKey adds the draft's partition key (pk) to every RateLimit
+// item: a hash of the request's key under secret (at least
+// MinPartitionSecret bytes), never the key itself; see
+// Renderer.WithPartitionKey. Off by default.
+func WithPartitionKey(secret []byte) Option {
+	s := append([]byte{}, secret...)
+	return func(c *config) { c.pkSecret = s }
 }
 
 // WithCost sets the weight of each request; default 1.
@@ -154,23 +197,35 @@ type HeaderSet uint8
 const (
 	// DraftHeaders sends the RateLimit-Policy and RateLimit fields of the
 	// IETF draft "RateLimit header fields for HTTP"
-	// (draft-ietf-httpapi-ratelimit-headers), one item per policy:
+	// (draft-ietf-httpapi-ratelimit-headers, sections 3 and 4), one item
+	// per policy:
 	//
 	//	RateLimit-Policy: "100/1m";q=100;w=60, "10000/1d";q=10000;w=86400
 	//	RateLimit: "100/1m";r=99;t=60, "10000/1d";r=9999;t=86400
 	//
 	// q is the limit's capacity, w its period in seconds, r the remaining
-	// units and t the seconds until the policy is back to full allowance
-	// (both rounded up).
+	// units and t the effective window in seconds (see Renderer: on a
+	// rejection it never exceeds Retry-After, and the binding policy's t
+	// equals it). With WithPartitionKey each RateLimit item also carries pk.
 	DraftHeaders HeaderSet = 1 << iota
 	// XRateLimitHeaders sends the widespread X-RateLimit-Limit,
 	// X-RateLimit-Remaining and X-RateLimit-Reset for the binding policy
-	// (ratewarden.Decision.Binding). Reset is in seconds from now.
+	// (ratewarden.Decision.Binding). Reset is a Unix time in seconds, from
+	// this server's clock, as GitHub, go-chi/httprate and
+	// express-rate-limit's legacy headers send it.
 	XRateLimitHeaders
-	// XRateLimitResetUnix, with XRateLimitHeaders, sends X-RateLimit-Reset
-	// as a Unix time in seconds instead (as GitHub does). That value comes
-	// from this server's clock.
+	// XRateLimitResetUnix is the default form of X-RateLimit-Reset, a Unix
+	// time; the bit changes nothing.
+	//
+	// Deprecated: X-RateLimit-Reset is a Unix time unless
+	// XRateLimitResetDelta is set.
 	XRateLimitResetUnix
+	// XRateLimitResetDelta, with XRateLimitHeaders, sends X-RateLimit-Reset
+	// as seconds from now (rounded up) instead of a Unix time, for clients
+	// that expect that form (as Twitter's v1 and some gateways did).
+	XRateLimitResetDelta
+
+	allHeaders = DraftHeaders | XRateLimitHeaders | XRateLimitResetUnix | XRateLimitResetDelta
 )
 
 // WithHeaders selects the rate limit headers; default DraftHeaders |

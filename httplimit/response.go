@@ -21,13 +21,25 @@ type Problem struct {
 	// RetryAfter repeats Retry-After (seconds) for clients that only read
 	// the body; an extension member.
 	RetryAfter int64 `json:"retry_after,omitempty"`
+	// ViolatedPolicies names the policies whose quota the request exceeded:
+	// the "violated-policies" member of the draft's problem types
+	// (ProblemTypeQuotaExceeded).
+	ViolatedPolicies []string `json:"violated-policies,omitempty"`
 }
+
+// The quota-exceeded problem type of draft-ietf-httpapi-ratelimit-headers,
+// section 5.1, with the title the draft gives it. Its extension member
+// "violated-policies" is Problem.ViolatedPolicies.
+const (
+	ProblemTypeQuotaExceeded  = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	ProblemTitleQuotaExceeded = "Request cannot be satisfied as assigned quota has been exceeded"
+)
 
 // WriteProblem writes p as an application/problem+json response with
 // status p.Status.
 func WriteProblem(w http.ResponseWriter, p Problem) {
 	body, err := json.Marshal(p)
-	if err != nil { // cannot happen: only strings and integers
+	if err != nil { // cannot happen: only strings, integers and a string slice
 		http.Error(w, http.StatusText(p.Status), p.Status)
 		return
 	}
@@ -40,26 +52,38 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 }
 
 // ProblemDenied is the default DeniedFunc: 429 Too Many Requests with an
-// RFC 9457 body naming the binding policy and when to retry, for example
+// RFC 9457 body of the draft's quota-exceeded problem type
+// (draft-ietf-httpapi-ratelimit-headers section 5.1), naming the policies
+// that denied the request in "violated-policies", the binding one in the
+// detail, and when to retry, for example
 //
-//	{"type":"about:blank","title":"Too Many Requests","status":429,
-//	 "detail":"Rate limit \"100/1m\" exceeded; retry in 30 s.","retry_after":30}
+//	{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
+//	 "title":"Request cannot be satisfied as assigned quota has been exceeded",
+//	 "status":429,"detail":"Rate limit \"100/1m\" exceeded; retry in 30 s.",
+//	 "retry_after":30,"violated-policies":["100/1m"]}
 func ProblemDenied(w http.ResponseWriter, r *http.Request, info Info) {
 	b := info.Decision.Binding()
 	retry := retryAfterSeconds(b)
 	name := b.Limit.String()
-	for i, p := range info.Policies {
-		if i < len(info.Decision.Results) && info.Decision.Results[i].Limit == b.Limit {
-			name = p.Name
+	var violated []string
+	for i, res := range info.Decision.Results {
+		if i >= len(info.Policies) {
 			break
+		}
+		if !res.Allowed {
+			violated = append(violated, info.Policies[i].Name)
+		}
+		if res.Limit == b.Limit && name == b.Limit.String() {
+			name = info.Policies[i].Name
 		}
 	}
 	WriteProblem(w, Problem{
-		Type:       "about:blank",
-		Title:      http.StatusText(http.StatusTooManyRequests),
-		Status:     http.StatusTooManyRequests,
-		Detail:     "Rate limit " + strconv.Quote(name) + " exceeded; retry in " + itoa(retry) + " s.",
-		RetryAfter: retry,
+		Type:             ProblemTypeQuotaExceeded,
+		Title:            ProblemTitleQuotaExceeded,
+		Status:           http.StatusTooManyRequests,
+		Detail:           "Rate limit " + strconv.Quote(name) + " exceeded; retry in " + itoa(retry) + " s.",
+		RetryAfter:       retry,
+		ViolatedPolicies: violated,
 	})
 }
 
