@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
+	"mime"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -64,126 +65,199 @@ type Decision struct {
 	Shadow   bool   `json:"shadow,omitempty"`
 }
 
-// Handler returns the HTTP handler: the /v1 API, /metrics, /healthz and
-// /readyz.
+// Handler returns the HTTP handler: the /v1 API, /healthz, /readyz and,
+// unless an admin address is set (WithAdminAddr), /metrics. Every 4xx and
+// 5xx answer, 404 and 405 included, is application/problem+json.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/check", s.api(func(w http.ResponseWriter, r *http.Request) { s.handleCheck(w, r, false) }))
-	mux.Handle("POST /v1/peek", s.api(func(w http.ResponseWriter, r *http.Request) { s.handleCheck(w, r, true) }))
-	mux.Handle("POST /v1/reset", s.api(s.handleReset))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/v1/check", only(s, s.api(func(w http.ResponseWriter, r *http.Request) { s.handleCheck(w, r, false) }), http.MethodPost))
+	mux.Handle("/v1/peek", only(s, s.api(func(w http.ResponseWriter, r *http.Request) { s.handleCheck(w, r, true) }), http.MethodPost))
+	mux.Handle("/v1/reset", only(s, s.api(s.handleReset), http.MethodPost))
+	s.probes(mux, s.adminAddr == "")
+	return mux
+}
+
+// AdminHandler returns the admin handler: /metrics, /healthz and /readyz
+// with the failure policies that are degraded. Start serves it on the
+// admin address when one is set; Handler serves the same without one.
+func (s *Server) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	s.probes(mux, true)
+	return mux
+}
+
+// probes registers /healthz, /readyz (detailed: naming the degraded
+// failure policies) and, when detailed, /metrics, and problem+json 404s.
+func (s *Server) probes(mux *http.ServeMux, detailed bool) {
+	if detailed {
+		mux.Handle("/metrics", only(s, promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}), http.MethodGet, http.MethodHead))
+	}
+	mux.Handle("/healthz", only(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
+	}), http.MethodGet, http.MethodHead))
+	mux.Handle("/readyz", only(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.handleReady(w, r, detailed)
+	}), http.MethodGet, http.MethodHead))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeProblem(w, newProblem(probNotFound, "no such endpoint"))
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-		defer cancel()
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-store")
-		if err := s.Ready(ctx); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, "not ready: "+err.Error()+"\n")
+}
+
+// only answers methods other than those given with a 405 problem.
+func only(s *Server, h http.Handler, methods ...string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !slices.Contains(methods, r.Method) {
+			w.Header().Set("Allow", strings.Join(methods, ", "))
+			s.writeProblem(w, newProblem(probMethod, "allowed: "+strings.Join(methods, ", ")))
 			return
 		}
-		_, _ = io.WriteString(w, "ready\n")
+		h.ServeHTTP(w, r)
 	})
-	return mux
 }
 
 // api wraps a /v1 handler with the bearer token check and the body limit.
 func (s *Server) api(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.token != "" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="ratewarden"`)
-				problem(w, http.StatusUnauthorized, "missing or wrong bearer token (Authorization: Bearer <token>)")
-				return
-			}
+		if s.token != "" && !s.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ratewarden"`)
+			s.writeProblem(w, newProblem(probUnauthorized, "missing or wrong bearer token (Authorization: Bearer <token>)"))
+			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
 		h(w, r)
 	})
 }
 
-func problem(w http.ResponseWriter, status int, detail string) {
-	httplimit.WriteProblem(w, httplimit.Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
+// authorized reports whether the request carries the API token: the
+// auth scheme is case-insensitive (RFC 9110 section 11.1), the token is
+// compared in constant time.
+func (s *Server) authorized(r *http.Request) bool {
+	scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	cred = strings.TrimLeft(cred, " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(cred), []byte(s.token)) == 1
 }
 
-// decodeBody reads exactly one JSON object into v (a pointer to a struct),
-// refusing unknown fields. Field names must match exactly: encoding/json
-// alone would take {"KEY": ...} for "key". It writes the error answer
-// itself and reports false on failure.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+// decodeBody reads exactly one JSON object into v (a pointer to a struct)
+// strictly: Content-Type application/json, valid UTF-8, no unknown,
+// duplicate or case-folded member names, nothing after the object.
+// encoding/json alone would take {"KEY": ...} for "key", keep the last of
+// two "key" members and turn invalid UTF-8 into U+FFFD.
+func decodeBody(r *http.Request, v any) *apiError {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return newProblem(probMediaType, "want Content-Type: application/json")
+	}
 	body, err := io.ReadAll(r.Body)
-	if err == nil {
-		var fields map[string]json.RawMessage
-		if json.Unmarshal(body, &fields) == nil { // else the decoder below says what is wrong
-			if name, want := unknownField(fields, v); name != "" {
-				msg := fmt.Sprintf("unknown field %q", name)
-				if want != "" {
-					msg += fmt.Sprintf(" (field names are case-sensitive: %q)", want)
-				}
-				problem(w, http.StatusBadRequest, msg)
-				return false
-			}
-		}
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(v)
-		if err == nil {
-			if _, extra := dec.Token(); extra != io.EOF {
-				err = errors.New("trailing data after the JSON object")
-			}
-		}
-	}
-	if err == nil {
-		return true
-	}
 	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return newProblem(probTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
+	case err != nil:
+		return newProblem(probInvalid, "the request body could not be read")
+	case !utf8.Valid(body):
+		return newProblem(probInvalid, "the request body is not valid UTF-8")
+	}
+	if e := checkMembers(body, v); e != nil {
+		return e
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	err = dec.Decode(v)
+	if err == nil {
+		if _, extra := dec.Token(); extra != io.EOF {
+			err = errors.New("trailing data after the JSON object")
+		}
+	}
+	if err != nil {
+		return jsonProblem(err)
+	}
+	return checkStrings(v)
+}
+
+// jsonProblem is the answer to a decoding error.
+func jsonProblem(err error) *apiError {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
 	switch {
-	case errors.As(err, &tooBig):
-		problem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
 	case errors.Is(err, io.EOF):
-		problem(w, http.StatusBadRequest, "empty body: want a JSON object")
+		return newProblem(probInvalid, "empty body: want a JSON object")
 	case errors.As(err, &typeErr):
-		problem(w, http.StatusBadRequest, fmt.Sprintf("field %q: want %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value))
+		return newProblem(probInvalid, fmt.Sprintf("field %q: want %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value))
 	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
-		problem(w, http.StatusBadRequest, "invalid JSON: "+err.Error())
+		return newProblem(probInvalid, "invalid JSON: "+err.Error())
 	default:
 		// unknown fields ("json: unknown field \"x\""), trailing data
-		problem(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "json: "))
+		return newProblem(probInvalid, strings.TrimPrefix(err.Error(), "json: "))
 	}
-	return false
 }
 
-// unknownField returns the first name, in sorted order, of fields that is
-// not exactly the JSON name of a field of the struct v points to, and the
-// field it differs from only in case, if any.
-func unknownField(fields map[string]json.RawMessage, v any) (name, want string) {
+// checkMembers reports a member name of the top-level object in body that
+// is given twice or is not exactly the JSON name of a field of the struct
+// v points to (saying which field it differs from only in case). Syntax
+// errors are left to the decoder.
+func checkMembers(body []byte, v any) *apiError {
+	known := jsonNames(v)
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		name, isStr := tok.(string)
+		if err != nil || !isStr {
+			return nil
+		}
+		if seen[name] {
+			return newProblem(probInvalid, fmt.Sprintf("member %q given twice", name))
+		}
+		seen[name] = true
+		if !slices.Contains(known, name) {
+			msg := fmt.Sprintf("unknown field %q", name)
+			for _, kn := range known {
+				if strings.EqualFold(name, kn) {
+					msg += fmt.Sprintf(" (field names are case-sensitive: %q)", kn)
+				}
+			}
+			return newProblem(probInvalid, msg)
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// jsonNames lists the JSON names of the fields of the struct v points to.
+func jsonNames(v any) []string {
 	t := reflect.TypeOf(v).Elem()
-	known := map[string]bool{}
+	var names []string
 	for i := range t.NumField() {
 		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
 		if tag != "" && tag != "-" {
-			known[tag] = true
+			names = append(names, tag)
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		if known[k] {
-			continue
+	return names
+}
+
+// checkStrings refuses a string field holding U+FFFD: the body is valid
+// UTF-8, so it came from an escaped lone surrogate ("\ud800"), which
+// encoding/json replaces, or was sent as is; either way two distinct keys
+// could collapse into one.
+func checkStrings(v any) *apiError {
+	rv := reflect.ValueOf(v).Elem()
+	t := rv.Type()
+	for i := range t.NumField() {
+		f := rv.Field(i)
+		if f.Kind() == reflect.String && strings.ContainsRune(f.String(), utf8.RuneError) {
+			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			return newProblem(probInvalid, fmt.Sprintf("field %q: invalid UTF-8 (a lone surrogate escape or U+FFFD)", tag))
 		}
-		for kn := range known {
-			if strings.EqualFold(k, kn) {
-				return k, kn
-			}
-		}
-		return k, ""
 	}
-	return "", ""
+	return nil
 }
 
 // target is what a request limits: the store key, limit and policy.
@@ -195,22 +269,24 @@ type target struct {
 	shadow bool
 }
 
-// resolve turns key + policy|limit into a target, or an error message for
-// a 400.
-func (s *Server) resolve(key, policy, limit string) (target, string) {
+// resolve turns key + policy|limit into a target, or a problem. cost is
+// checked against the inline maxima (0 for a reset).
+func (s *Server) resolve(key, policy, limit string, cost int64) (target, *apiError) {
 	switch {
 	case key == "":
-		return target{}, `field "key" is required`
+		return target{}, newProblem(probInvalid, `field "key" is required`)
+	case len(key) > s.maxKey:
+		return target{}, newProblem(probKeyTooLong, fmt.Sprintf(`field "key" is %d bytes; the cap is %d bytes (--max-key-bytes)`, len(key), s.maxKey))
 	case policy != "" && limit != "":
-		return target{}, `give "policy" or "limit", not both`
+		return target{}, newProblem(probInvalid, `give "policy" or "limit", not both`)
 	case policy == "" && limit == "":
-		return target{}, `field "policy" (a configured policy name) or "limit" (e.g. "100/1m") is required`
+		return target{}, newProblem(probInvalid, `field "policy" (a configured policy name) or "limit" (e.g. "100/1m") is required`)
 	}
 	sn := s.snap.Load()
 	if policy != "" {
 		p := sn.cfg.Policies[policy]
 		if p == nil {
-			return target{}, fmt.Sprintf("unknown policy %q", policy)
+			return target{}, newProblem(probInvalid, fmt.Sprintf("unknown policy %q", policy))
 		}
 		// Policies count apart from each other and from inline limits.
 		return target{
@@ -219,32 +295,53 @@ func (s *Server) resolve(key, policy, limit string) (target, string) {
 			policy: policy,
 			fp:     s.failure(sn.cfg, p.Failure),
 			shadow: p.Shadow,
-		}, ""
+		}, nil
+	}
+	il := s.inlineLimits(sn.cfg)
+	if !il.Enabled {
+		return target{}, newProblem(probInlineOff, `inline limits ("limit") are off: name a configured "policy", or have the operator enable them (--inline-limits, $RATEWARDEN_INLINE_LIMITS, or inline_limits.enabled in the config)`)
 	}
 	lim, err := ratewarden.ParseLimit(limit)
 	if err != nil {
-		return target{}, fmt.Sprintf("field %q: %v", "limit", err)
+		return target{}, newProblem(probInvalid, fmt.Sprintf("field %q: %v", "limit", err))
 	}
-	return target{key: "limit/" + key, limit: lim, policy: "inline", fp: s.failure(sn.cfg)}, ""
+	if err := il.Check(lim, cost); err != nil {
+		return target{}, newProblem(probInlineMax, strings.TrimPrefix(strings.TrimSuffix(err.Error(), ": "+ratewarden.ErrInvalidLimit.Error()), "config: "))
+	}
+	return target{key: "limit/" + key, limit: lim, policy: "inline", fp: s.failure(sn.cfg)}, nil
+}
+
+// inlineLimits is the inline limits setting in force: cfg's when it sets
+// one (enabled when the option or cfg enables it), else the option's,
+// with defaults for the maxima.
+func (s *Server) inlineLimits(cfg *config.Config) config.InlineLimits {
+	il := s.inline
+	if c := cfg.Inline; c != nil {
+		on := il.Enabled || c.Enabled
+		il = *c
+		il.Enabled = on
+	}
+	return il.WithDefaults()
 }
 
 func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request, peek bool) {
 	var in CheckRequest
-	if !decodeBody(w, r, &in) {
-		return
-	}
-	t, msg := s.resolve(in.Key, in.Policy, in.Limit)
-	if msg != "" {
-		problem(w, http.StatusBadRequest, msg)
+	if e := decodeBody(r, &in); e != nil {
+		s.writeProblem(w, e)
 		return
 	}
 	cost := int64(1)
 	if in.Cost != nil {
 		cost = *in.Cost
 	}
+	t, e := s.resolve(in.Key, in.Policy, in.Limit, cost)
+	if e != nil {
+		s.writeProblem(w, e)
+		return
+	}
 	res, err := s.checkOne(r.Context(), t, cost, peek)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, err, in.Key)
 		return
 	}
 	if !peek {
@@ -292,12 +389,13 @@ func (s *Server) checkOne(ctx context.Context, t target, cost int64, peek bool) 
 
 func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 	var in ResetRequest
-	if !decodeBody(w, r, &in) {
+	if e := decodeBody(r, &in); e != nil {
+		s.writeProblem(w, e)
 		return
 	}
-	t, msg := s.resolve(in.Key, in.Policy, in.Limit)
-	if msg != "" {
-		problem(w, http.StatusBadRequest, msg)
+	t, e := s.resolve(in.Key, in.Policy, in.Limit, 0)
+	if e != nil {
+		s.writeProblem(w, e)
 		return
 	}
 	lim, err := s.limiter(t.fp)
@@ -305,33 +403,38 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		err = lim.Reset(r.Context(), t.key, t.limit)
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, err, in.Key)
 		return
 	}
-	s.log.Info("reset", "policy", t.policy, "limit", t.limit.String())
+	s.log.Info("reset", "policy", t.policy, "limit", t.limit.String(), "key_hash", keyHash(in.Key))
 	writeJSON(w, http.StatusOK, map[string]any{"key": in.Key, "policy": in.Policy, "limit": t.limit.String(), "reset": true})
 }
 
 // writeError answers a failed Limiter call, sorted by ratewarden.Classify.
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+// A store failure gets a fixed detail: its error, which may name
+// addresses, goes to the log (the key hashed) and the store metrics.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, key string) {
+	msg := redact(err.Error(), key)
 	switch ratewarden.Classify(r.Context(), err) {
 	case ratewarden.CallerCanceled:
 		// The client went away: not a store failure, and nobody reads this.
-		s.log.Debug("request canceled by the client", "err", err)
-		problem(w, http.StatusServiceUnavailable, "request canceled: "+err.Error())
+		s.log.Debug("request canceled by the client", "err", msg, "key_hash", keyHash(key))
+		s.writeProblem(w, newProblem(probCanceled, "the request was canceled before the store decided"))
 	case ratewarden.StoreUnavailable:
-		s.log.Warn("store unavailable", "err", err)
+		s.log.Warn("store unavailable", "err", msg, "key_hash", keyHash(key))
 		w.Header().Set("Retry-After", "1")
-		problem(w, http.StatusServiceUnavailable, "the rate limit store could not decide: "+err.Error())
+		s.writeProblem(w, newProblem(probUnavailable, "the rate limit store could not decide; retry later"))
 	default:
-		problem(w, http.StatusBadRequest, err.Error())
+		// The caller's input (a cost the limit cannot take, ...): the
+		// message describes the request, never the server.
+		s.writeProblem(w, newProblem(probInvalid, strings.TrimPrefix(msg, "ratewarden: ")))
 	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		problem(w, http.StatusInternalServerError, "encoding the answer failed")
+		httplimit.WriteProblem(w, httplimit.Problem{Type: ProblemBase + probInternalError.slug, Title: probInternalError.title, Status: probInternalError.status})
 		return
 	}
 	h := w.Header()

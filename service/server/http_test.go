@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/server"
 )
 
@@ -19,7 +20,7 @@ policies:
 `
 
 func TestHTTPCheckPeekReset(t *testing.T) {
-	s := start(t, memBackend(t), server.WithConfig(parseConfig(t, httpPolicies)))
+	s := start(t, memBackend(t), server.WithConfig(parseConfig(t, httpPolicies)), server.WithInlineLimits(config.InlineLimits{Enabled: true}))
 	alignWindow(t, time.Hour, time.Minute)
 	for i := range 3 {
 		r := post(t, s, "/v1/check", `{"key":"alice","policy":"api"}`)
@@ -89,7 +90,7 @@ func TestHTTPCheckPeekReset(t *testing.T) {
 }
 
 func TestHTTPBadInputConsumesNothing(t *testing.T) {
-	s := start(t, memBackend(t), server.WithConfig(parseConfig(t, httpPolicies)), server.WithMaxBodyBytes(1024))
+	s := start(t, memBackend(t), server.WithConfig(parseConfig(t, httpPolicies)), server.WithMaxBodyBytes(1024), server.WithInlineLimits(config.InlineLimits{Enabled: true}))
 	cases := []struct {
 		name, path, body string
 		status           int

@@ -20,6 +20,7 @@ type metrics struct {
 	storeDur  *prometheus.HistogramVec // op, failure_policy
 	storeErrs *prometheus.CounterVec   // op, failure_policy
 	reloads   *prometheus.CounterVec   // result
+	problems  *prometheus.CounterVec   // type
 	configOK  prometheus.Gauge
 }
 
@@ -46,12 +47,16 @@ func newMetrics(reg *prometheus.Registry, b Backend) *metrics {
 			Name: "ratewarden_config_reloads_total",
 			Help: "Configuration loads by result (success, failure). A failed reload keeps the configuration in force.",
 		}, []string{"result"}),
+		problems: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratewarden_http_problems_total",
+			Help: "HTTP answers with a problem (4xx, 5xx) by problem type (the last part of the type URI, e.g. store-unavailable).",
+		}, []string{"type"}),
 		configOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ratewarden_config_last_reload_successful",
 			Help: "1 when the last configuration load succeeded, 0 when it failed.",
 		}),
 	}
-	reg.MustRegister(m.decisions, m.degraded, m.storeDur, m.storeErrs, m.reloads, m.configOK,
+	reg.MustRegister(m.decisions, m.degraded, m.storeDur, m.storeErrs, m.reloads, m.problems, m.configOK,
 		breakerCollector{b}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

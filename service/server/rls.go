@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -82,7 +84,7 @@ func invalid(format string, args ...any) error {
 // them together and renders the answer.
 func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
 	// Validate everything before any store call: bad input consumes nothing.
-	entries, hits, err := validateRLS(req)
+	entries, hits, err := validateRLS(req, g.s.maxKey)
 	if err != nil {
 		return nil, err
 	}
@@ -106,10 +108,14 @@ func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) 
 }
 
 // validateRLS checks a request and returns each descriptor's entries and
-// the request's hits_addend (1 when unset).
-func validateRLS(req *rlspb.RateLimitRequest) ([][]config.Entry, int64, error) {
+// the request's hits_addend (1 when unset). maxKey caps the bytes of the
+// domain and a descriptor's entries together: the key they make.
+func validateRLS(req *rlspb.RateLimitRequest, maxKey int) ([][]config.Entry, int64, error) {
 	if req.GetDomain() == "" {
 		return nil, 0, invalid("domain is required")
+	}
+	if err := checkString("domain", req.GetDomain(), maxKey); err != nil {
+		return nil, 0, err
 	}
 	ds := req.GetDescriptors()
 	if len(ds) == 0 {
@@ -127,11 +133,19 @@ func validateRLS(req *rlspb.RateLimitRequest) ([][]config.Entry, int64, error) {
 		if len(d.GetEntries()) == 0 {
 			return nil, 0, invalid("descriptors[%d]: at least one entry is required", i)
 		}
+		size := len(req.GetDomain())
 		for j, e := range d.GetEntries() {
 			if e.GetKey() == "" {
-				return nil, 0, invalid("descriptors[%d].entries[%d]: key is required", i, j)
+				return nil, 0, invalid("descriptors[%d].entries[%d].key: key is required", i, j)
 			}
+			if err := checkEntry(e, i, j, maxKey); err != nil {
+				return nil, 0, err
+			}
+			size += len(e.GetKey()) + len(e.GetValue())
 			entries[i] = append(entries[i], config.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		if size > maxKey {
+			return nil, 0, invalid("descriptors[%d]: domain and entries make a key of %d bytes; the cap is %d bytes (--max-key-bytes)", i, size, maxKey)
 		}
 		if d.GetIsNegativeHits() {
 			return nil, 0, invalid("descriptors[%d]: is_negative_hits is not supported (a decision never refunds)", i)
@@ -143,6 +157,28 @@ func validateRLS(req *rlspb.RateLimitRequest) ([][]config.Entry, int64, error) {
 		}
 	}
 	return entries, hits, nil
+}
+
+// checkEntry checks the key and value of entry j of descriptor i.
+func checkEntry(e *rlcommon.RateLimitDescriptor_Entry, i, j, maxKey int) error {
+	path := fmt.Sprintf("descriptors[%d].entries[%d].", i, j)
+	if err := checkString(path+"key", e.GetKey(), maxKey); err != nil {
+		return err
+	}
+	return checkString(path+"value", e.GetValue(), maxKey)
+}
+
+// checkString refuses a string field (named by its path) that is not
+// valid UTF-8 or is longer than maxKey bytes. grpc-go already refuses
+// invalid UTF-8 on the wire; this covers in-process callers.
+func checkString(path, v string, maxKey int) error {
+	switch {
+	case !utf8.ValidString(v):
+		return invalid("%s: invalid UTF-8", path)
+	case len(v) > maxKey:
+		return invalid("%s: %d bytes; the cap is %d bytes (--max-key-bytes)", path, len(v), maxKey)
+	}
+	return nil
 }
 
 // resolve turns each descriptor into what it counts: the matched node's

@@ -15,10 +15,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,7 +54,10 @@ type Backend interface {
 
 // Defaults.
 const (
-	DefaultMaxBodyBytes   = 64 << 10
+	DefaultMaxBodyBytes = 64 << 10
+	// DefaultMaxKeyBytes caps a caller key (HTTP "key") and the key
+	// derived from an Envoy request's descriptor entries.
+	DefaultMaxKeyBytes    = 1 << 10
 	DefaultReloadInterval = time.Second
 	// MaxDescriptors bounds the descriptors of one gRPC request.
 	MaxDescriptors = 256
@@ -68,6 +73,9 @@ type Server struct {
 	paths          []string
 	interval       time.Duration
 	maxBody        int64
+	maxKey         int
+	inline         config.InlineLimits
+	adminAddr      string
 	reg            *prometheus.Registry
 	m              *metrics
 	limiters       sync.Map // config.FailurePolicy -> *ratewarden.Limiter
@@ -77,13 +85,15 @@ type Server struct {
 	reloadMu    sync.Mutex
 	fingerprint string
 
-	health  *health.Server
-	httpSrv *http.Server
-	grpcSrv *grpc.Server
-	httpLn  net.Listener
-	grpcLn  net.Listener
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	health   *health.Server
+	httpSrv  *http.Server
+	grpcSrv  *grpc.Server
+	httpLn   net.Listener
+	grpcLn   net.Listener
+	adminSrv *http.Server
+	adminLn  net.Listener
+	stop     chan struct{}
+	wg       sync.WaitGroup
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -111,6 +121,9 @@ type options struct {
 	token          string
 	defaultFailure config.FailurePolicy
 	maxBody        int64
+	maxKey         int
+	inline         config.InlineLimits
+	adminAddr      string
 }
 
 // WithConfig sets a configuration that is already loaded (no reload).
@@ -155,6 +168,27 @@ func WithMaxBodyBytes(n int64) Option {
 	return func(o *options) { o.maxBody = n }
 }
 
+// WithMaxKeyBytes caps the bytes of a caller key: the HTTP API's "key"
+// (400 beyond) and the store key an Envoy descriptor's entries make
+// (INVALID_ARGUMENT beyond). Default DefaultMaxKeyBytes (1 KiB).
+func WithMaxKeyBytes(n int) Option {
+	return func(o *options) { o.maxKey = n }
+}
+
+// WithInlineLimits sets whether the HTTP API takes inline limits ("limit"
+// instead of "policy") and their maxima; a config's inline_limits, when
+// set, gives the maxima instead, and enables them too. Default: off (403).
+func WithInlineLimits(il config.InlineLimits) Option {
+	return func(o *options) { o.inline = il }
+}
+
+// WithAdminAddr serves /metrics and the detailed /readyz on a separate
+// address (Start listens on it; see AdminAddr), and not on the API's.
+// Empty (the default): everything on the HTTP address.
+func WithAdminAddr(addr string) Option {
+	return func(o *options) { o.adminAddr = addr }
+}
+
 // validate names the first option given a value it cannot use.
 func (o *options) validate() error {
 	var msg string
@@ -173,6 +207,10 @@ func (o *options) validate() error {
 		msg = "WithLogger: logger must not be nil"
 	case o.maxBody <= 0:
 		msg = fmt.Sprintf("WithMaxBodyBytes: max body bytes must be > 0, got %d", o.maxBody)
+	case o.maxKey <= 0:
+		msg = fmt.Sprintf("WithMaxKeyBytes: max key bytes must be > 0, got %d", o.maxKey)
+	case o.inline.MaxPeriod < 0 || o.inline.MaxRate < 0 || o.inline.MaxSlidingLog < 0 || o.inline.MaxCost < 0:
+		msg = fmt.Sprintf("WithInlineLimits: maxima must not be negative, got %+v", o.inline)
 	default:
 		if _, err := config.ParseFailurePolicy(string(o.defaultFailure)); err != nil {
 			return fmt.Errorf("server: WithDefaultFailure: %w", err)
@@ -195,6 +233,7 @@ func New(backend Backend, opts ...Option) (*Server, error) {
 		defaultFailure: config.LocalFallback,
 		interval:       DefaultReloadInterval,
 		maxBody:        DefaultMaxBodyBytes,
+		maxKey:         DefaultMaxKeyBytes,
 	}
 	for i, opt := range opts {
 		if opt == nil {
@@ -213,6 +252,9 @@ func New(backend Backend, opts ...Option) (*Server, error) {
 		paths:          o.paths,
 		interval:       o.interval,
 		maxBody:        o.maxBody,
+		maxKey:         o.maxKey,
+		inline:         o.inline,
+		adminAddr:      o.adminAddr,
 		reg:            prometheus.NewRegistry(),
 		health:         health.NewServer(),
 		stop:           make(chan struct{}),
@@ -359,21 +401,63 @@ func (st *settle) stable(fp string, changed bool) bool {
 
 // Ready reports nil when the server can decide with the shared store:
 // a config is loaded and, for every failure policy in use except
-// fail_open, the backend is ready.
+// fail_open, the backend is ready. Its error names the failure policies
+// that are not and why (for logs; /readyz names only the policies).
 func (s *Server) Ready(ctx context.Context) error {
+	_, err := s.degraded(ctx)
+	return err
+}
+
+// degraded lists the failure policies in use whose limits the shared
+// store cannot decide now, with the reasons joined in err; err alone
+// when no configuration is loaded.
+func (s *Server) degraded(ctx context.Context) ([]config.FailurePolicy, error) {
 	sn := s.snap.Load()
 	if sn == nil {
-		return errors.New("server: no configuration loaded")
+		return nil, errors.New("server: no configuration loaded")
 	}
+	var fps []config.FailurePolicy
+	var errs []error
 	for _, fp := range sn.failures {
 		if fp == config.FailOpen {
 			continue
 		}
 		if err := s.backend.Ready(ctx, fp); err != nil {
-			return fmt.Errorf("server: %s limits: %w", fp, err)
+			fps = append(fps, fp)
+			errs = append(errs, fmt.Errorf("server: %s limits: %w", fp, err))
 		}
 	}
-	return nil
+	return fps, errors.Join(errs...)
+}
+
+// handleReady answers /readyz: 200 "ready", or 503 "not ready" naming,
+// when detailed, the failure policies whose limits are degraded (decided
+// by that policy, not the shared store). Never an address or an error:
+// those go to the log.
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, detailed bool) {
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	fps, err := s.degraded(ctx)
+	if err == nil {
+		_, _ = io.WriteString(w, "ready\n")
+		return
+	}
+	s.log.Debug("readyz: not ready", "err", err)
+	w.WriteHeader(http.StatusServiceUnavailable)
+	switch {
+	case !detailed:
+		_, _ = io.WriteString(w, "not ready\n")
+	case len(fps) == 0:
+		_, _ = io.WriteString(w, "not ready: no configuration loaded\n")
+	default:
+		names := make([]string, len(fps))
+		for i, fp := range fps {
+			names[i] = string(fp)
+		}
+		_, _ = io.WriteString(w, "not ready: shared store unavailable; degraded: "+strings.Join(names, ", ")+"\n")
+	}
 }
 
 // Start listens on httpAddr and grpcAddr (":0" picks free ports; see
@@ -388,24 +472,25 @@ func (s *Server) Start(httpAddr, grpcAddr string) error {
 		hl.Close()
 		return fmt.Errorf("server: grpc listen: %w", err)
 	}
-	s.httpLn, s.grpcLn = hl, gl
-	s.httpSrv = &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	if s.adminAddr != "" {
+		al, err := net.Listen("tcp", s.adminAddr)
+		if err != nil {
+			hl.Close()
+			gl.Close()
+			return fmt.Errorf("server: admin listen: %w", err)
+		}
+		s.adminLn = al
+		s.adminSrv = s.newHTTPServer(s.AdminHandler())
+		s.wg.Add(1)
+		go s.serveHTTP(s.adminSrv, al, "admin")
 	}
+	s.httpLn, s.grpcLn = hl, gl
+	s.httpSrv = s.newHTTPServer(s.Handler())
 	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(1 << 20))
 	s.RegisterGRPC(s.grpcSrv)
 
 	s.wg.Add(3)
-	go func() {
-		defer s.wg.Done()
-		if err := s.httpSrv.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("http server stopped", "err", err)
-		}
-	}()
+	go s.serveHTTP(s.httpSrv, hl, "http")
 	go func() {
 		defer s.wg.Done()
 		if err := s.grpcSrv.Serve(gl); err != nil {
@@ -417,8 +502,38 @@ func (s *Server) Start(httpAddr, grpcAddr string) error {
 		s.wg.Add(1)
 		go s.watch()
 	}
-	s.log.Info("listening", "http", hl.Addr().String(), "grpc", gl.Addr().String())
+	if s.adminLn != nil {
+		s.log.Info("listening", "http", hl.Addr().String(), "grpc", gl.Addr().String(), "admin", s.adminLn.Addr().String())
+	} else {
+		s.log.Info("listening", "http", hl.Addr().String(), "grpc", gl.Addr().String())
+	}
 	return nil
+}
+
+func (s *Server) newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+func (s *Server) serveHTTP(srv *http.Server, ln net.Listener, what string) {
+	defer s.wg.Done()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		s.log.Error(what+" server stopped", "err", err)
+	}
+}
+
+// AdminAddr is the address the admin server listens on, after Start;
+// empty without WithAdminAddr.
+func (s *Server) AdminAddr() string {
+	if s.adminLn == nil {
+		return ""
+	}
+	return s.adminLn.Addr().String()
 }
 
 // readiness keeps the gRPC health status in step with Ready.
@@ -476,6 +591,12 @@ func (s *Server) shutdown(ctx context.Context) error {
 		if err := s.httpSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("server: http shutdown: %w", err))
 			s.httpSrv.Close()
+		}
+	}
+	if s.adminSrv != nil {
+		if err := s.adminSrv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("server: admin shutdown: %w", err))
+			s.adminSrv.Close()
 		}
 	}
 	if s.grpcSrv != nil {
