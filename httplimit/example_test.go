@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
@@ -615,4 +616,66 @@ func ExampleRenderer_Set() {
 	r.Set(w.Header(), d, false)
 	fmt.Println(w.Header().Get("X-RateLimit-Limit"), w.Header().Get("X-RateLimit-Remaining"), w.Header().Get("X-RateLimit-Reset"))
 	// Output: 1000 999 5400
+}
+
+// Behind a proxy, WithClientIP keys by the client's address and notices
+// when the network does not look like the configuration: here the trusted
+// proxy sends no X-Forwarded-For, so every client would share its budget.
+// The first such request logs a warning; ProxyWarnings counts them all.
+func ExampleWithClientIP() {
+	mw, err := httplimit.New(exampleLimiter(),
+		httplimit.WithLimits(ratewarden.PerMinute(100)),
+		httplimit.WithClientIP(httplimit.IPConfig{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}),
+		httplimit.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := mw.Handler(hi)
+	send(h, "10.0.0.2:5000", "/", "X-Forwarded-For", "203.0.113.7")
+	send(h, "10.0.0.2:5000", "/")
+	send(h, "10.0.0.2:5000", "/")
+	fmt.Printf("%+v\n", mw.ProxyWarnings())
+	// Output: {NoForwardHeader:2 UntrustedForwardHeader:0}
+}
+
+// WithPartitionKey adds the draft's pk to RateLimit: a keyed hash of the
+// request's key, the same for every request of one client, never the
+// address or API key itself.
+func ExampleWithPartitionKey() {
+	mw, err := httplimit.New(exampleLimiter(),
+		httplimit.WithPolicies(httplimit.Policy{Name: "default", Limit: ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 100, Period: time.Minute}}),
+		httplimit.WithPartitionKey([]byte("a secret of 16+ bytes, from config")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := mw.Handler(hi)
+	a := send(h, "203.0.113.7:5000", "/").Header().Get("RateLimit")
+	b := send(h, "203.0.113.7:6000", "/").Header().Get("RateLimit")
+	c := send(h, "203.0.113.8:5000", "/").Header().Get("RateLimit")
+	fmt.Println(a)
+	_, pa, _ := strings.Cut(a, ";pk=")
+	_, pb, _ := strings.Cut(b, ";pk=")
+	_, pc, _ := strings.Cut(c, ";pk=")
+	fmt.Println(pa == pb, pa == pc)
+	// Output:
+	// "default";r=99;t=40;pk=:ESqFT1U/rdFJeeZESUCkZw==:
+	// true false
+}
+
+// A Renderer with a partition key renders pk for the key given to
+// AppendKey or SetKey.
+func ExampleRenderer_WithPartitionKey() {
+	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Minute}
+	r, err := httplimit.NewRenderer(httplimit.DraftHeaders, httplimit.Policy{Name: "api", Limit: lim}).
+		WithPartitionKey([]byte("a secret of 16+ bytes, from config"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	d := ratewarden.Decision{Allowed: true, Results: []ratewarden.Result{{Allowed: true, Limit: lim, Remaining: 9, ResetAfter: 30 * time.Second}}}
+	for _, f := range r.AppendKey(nil, d, false, "default|ip:203.0.113.7") {
+		fmt.Printf("%s: %s\n", f.Name, f.Value)
+	}
+	// Output:
+	// Ratelimit-Policy: "api";q=10;w=60
+	// Ratelimit: "api";r=9;t=30;pk=:ESqFT1U/rdFJeeZESUCkZw==:
 }

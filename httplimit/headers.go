@@ -53,9 +53,13 @@ const (
 // earlier than" t), and the binding policy's t equals it.
 //
 // Seconds are rounded up, so a client that waits that long is never early.
-// X-RateLimit-Reset is the Unix time (seconds, rounded up, from this
-// server's clock) at which the binding policy is back to full allowance,
-// as GitHub sends it; with XRateLimitResetDelta, the seconds from now.
+// X-RateLimit-Reset is a Unix time in seconds from this server's clock, as
+// GitHub sends it (with XRateLimitResetDelta, the seconds from now): when
+// the binding policy denied, the instant Retry-After names, so a client
+// that waits for the reset when Remaining is 0 retries when it can be
+// admitted; otherwise the instant the policy is back to full allowance
+// (for a sliding_window up to two periods away, for a token_bucket with a
+// Burst above Rate, Burst/Rate periods).
 type Renderer struct {
 	set    HeaderSet
 	quoted []string // each policy name as a Structured Field String
@@ -191,11 +195,7 @@ func (r *Renderer) render(buf []byte, d ratewarden.Decision, rejected bool, key 
 		ends[1] = len(buf)
 		buf = strconv.AppendInt(buf, b.Remaining, 10)
 		ends[2] = len(buf)
-		if r.set&XRateLimitResetDelta != 0 {
-			buf = strconv.AppendInt(buf, ceilSeconds(b.ResetAfter), 10)
-		} else {
-			buf = strconv.AppendInt(buf, ceilUnix(time.Now().Add(max(b.ResetAfter, 0))), 10)
-		}
+		buf = strconv.AppendInt(buf, r.xReset(b, retry), 10)
 	} else {
 		ends[1], ends[2] = len(buf), len(buf)
 	}
@@ -205,6 +205,22 @@ func (r *Renderer) render(buf []byte, d ratewarden.Decision, rejected bool, key 
 	}
 	ends[4] = len(buf)
 	return string(buf), ends, true
+}
+
+// xReset is the X-RateLimit-Reset value for the binding result b: see
+// Renderer.
+func (r *Renderer) xReset(b ratewarden.Result, retry int64) int64 {
+	delta := r.set&XRateLimitResetDelta != 0
+	switch {
+	case delta && !b.Allowed:
+		return retry
+	case delta:
+		return ceilSeconds(b.ResetAfter)
+	case !b.Allowed: // the end of Retry-After, unrounded
+		return ceilUnix(time.Now().Add(max(b.RetryAfter, time.Second)))
+	default:
+		return ceilUnix(time.Now().Add(max(b.ResetAfter, 0)))
+	}
 }
 
 // appendItems appends the RateLimit items: r, t (see Renderer) and pk.

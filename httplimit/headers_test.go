@@ -32,11 +32,14 @@ func TestRendererFields(t *testing.T) {
 	}}
 	// The denying policy's t is its retry time, as Retry-After (rounded
 	// up); on a rejection no t exceeds Retry-After (draft section 6).
+	// X-RateLimit-Reset of a denying binding policy is when Retry-After
+	// ends, not the full reset (59 s): a client waiting for it with
+	// Remaining 0 retries when it can be admitted.
 	want := `Ratelimit-Policy: "burst";q=100;w=60, "1000/1d fixed_window";q=1000;w=86400
 Ratelimit: "burst";r=0;t=2, "1000/1d fixed_window";r=400;t=2
 X-Ratelimit-Limit: 100
 X-Ratelimit-Remaining: 0
-X-Ratelimit-Reset: 59
+X-Ratelimit-Reset: 2
 Retry-After: 2
 `
 	if got := fieldsString(r.Append(nil, denied, true)); got != want {

@@ -54,6 +54,9 @@ func noSkip(*http.Request) bool { return false }
 
 // validate names the first option given a value it cannot use.
 func (c *config) validate() error {
+	if c.ipErr != nil {
+		return c.ipErr // WithClientIP: ClientIP's error names the IPConfig field
+	}
 	var msg string
 	switch {
 	case len(c.defaultRules) > 1:
@@ -70,8 +73,6 @@ func (c *config) validate() error {
 		msg = "WithHeaders: XRateLimitResetUnix and XRateLimitResetDelta exclude each other"
 	case c.pkSecret != nil && len(c.pkSecret) < MinPartitionSecret:
 		msg = fmt.Sprintf("WithPartitionKey: secret must be at least %d bytes, got %d", MinPartitionSecret, len(c.pkSecret))
-	case c.ipErr != nil:
-		return c.ipErr
 	case c.denied == nil:
 		msg = "WithDeniedHandler: handler must not be nil"
 	case c.onErr == nil:
