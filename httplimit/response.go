@@ -64,18 +64,18 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 func ProblemDenied(w http.ResponseWriter, r *http.Request, info Info) {
 	b := info.Decision.Binding()
 	retry := retryAfterSeconds(b)
-	name := b.Limit.String()
+	name, found := "", false
 	var violated []string
-	for i, res := range info.Decision.Results {
-		if i >= len(info.Policies) {
-			break
-		}
+	for i, res := range info.Decision.Results[:min(len(info.Decision.Results), len(info.Policies))] {
 		if !res.Allowed {
 			violated = append(violated, info.Policies[i].Name)
 		}
-		if res.Limit == b.Limit && name == b.Limit.String() {
-			name = info.Policies[i].Name
+		if res.Limit == b.Limit && !found {
+			name, found = info.Policies[i].Name, true
 		}
+	}
+	if !found {
+		name = b.Limit.String()
 	}
 	WriteProblem(w, Problem{
 		Type:             ProblemTypeQuotaExceeded,
