@@ -106,6 +106,7 @@ func TestLongKeysStoreNothing(t *testing.T) {
 	if n := s.Len(); n != 0 {
 		t.Fatalf("Len = %d, want 0", n)
 	}
+	t.Logf("%d checks and resets of distinct %d-byte keys, refused: HeapInuse %+d bytes", keys, size, inuse1-inuse0)
 	if grew := inuse1 - inuse0; grew >= 10<<20 {
 		t.Fatalf("HeapInuse grew by %s over %d checks of distinct %d-byte keys (from %s to %s), want < 10 MB",
 			mb(grew), keys, size, mb(inuse0), mb(inuse1))
@@ -117,7 +118,7 @@ func TestLongKeysStoreNothing(t *testing.T) {
 // default WithMaxKeyBytes, twice over (the second half evicts), and holds
 // the heap to the documented bound MaxKeys × (MaxKeyBytes + 200 B): the
 // live heap within 1.5 times it, the heap in use (which also counts the
-// gaps freed temporary strings leave in the allocator's spans) within 2
+// gaps freed temporary strings leave in the allocator's spans) within 2.5
 // times. Each key is sliced from a 4 KiB string, which the store must not
 // keep alive: that alone would cost 4 KiB a state.
 func TestMemoryBound(t *testing.T) {
@@ -145,9 +146,9 @@ func TestMemoryBound(t *testing.T) {
 		t.Errorf("live heap (HeapAlloc) grew by %s for %d states of %d-byte keys, want <= 1.5 × the documented %d × (%d + %d) B = %s",
 			mb(grew), n, keyBytes, maxKeys, keyBytes, stateOverhead, mb(bound*3/2))
 	}
-	if grew := inuse1 - inuse0; grew > 2*bound {
-		t.Errorf("HeapInuse grew by %s for %d states of %d-byte keys, want <= 2 × the documented %d × (%d + %d) B = %s",
-			mb(grew), n, keyBytes, maxKeys, keyBytes, stateOverhead, mb(2*bound))
+	if grew := inuse1 - inuse0; grew > bound*5/2 {
+		t.Errorf("HeapInuse grew by %s for %d states of %d-byte keys, want <= 2.5 × the documented %d × (%d + %d) B = %s",
+			mb(grew), n, keyBytes, maxKeys, keyBytes, stateOverhead, mb(bound*5/2))
 	}
 	runtime.KeepAlive(s)
 }
