@@ -35,6 +35,30 @@ func envFlag(fs *flag.FlagSet, getenv func(string) string, name, env, def, help 
 	return fs.String(name, def, help+" ($"+env+")")
 }
 
+// boolText is the text of a boolean flag: given alone (--inline-limits)
+// it is "true"; its value is checked with the other settings.
+type boolText struct{ s *string }
+
+func (b boolText) String() string {
+	if b.s == nil {
+		return ""
+	}
+	return *b.s
+}
+func (b boolText) Set(v string) error { *b.s = v; return nil }
+func (b boolText) IsBoolFlag() bool   { return true }
+
+// envBoolFlag registers a boolean flag, default false or its environment
+// variable's value.
+func envBoolFlag(fs *flag.FlagSet, getenv func(string) string, name, env, help string) *string {
+	v := "false"
+	if e := getenv(env); e != "" {
+		v = e
+	}
+	fs.Var(boolText{&v}, name, help+" ($"+env+")")
+	return &v
+}
+
 const serveHead = `usage: ratewarden serve [flags]
 
 Runs the HTTP API (/v1/check, /v1/peek, /v1/reset, metrics, health) and
@@ -53,6 +77,7 @@ const serveExits = `  0  stopped by SIGINT or SIGTERM after a clean shutdown
 type serveFlags struct {
 	httpAddr, grpcAddr, cfgPaths, redisURL, token, failure, replicas *string
 	redisTimeout, reload, grace, logLevel, logFormat                 *string
+	inline, maxKeyBytes, adminAddr                                   *string
 }
 
 // newServeFlags defines serve's flags on a new flag set.
@@ -71,6 +96,9 @@ func newServeFlags(getenv func(string) string) (*flag.FlagSet, serveFlags) {
 		grace:        envFlag(fs, getenv, "shutdown-grace", "RATEWARDEN_SHUTDOWN_GRACE", "10s", "time requests in flight get to finish on SIGTERM"),
 		logLevel:     envFlag(fs, getenv, "log-level", "RATEWARDEN_LOG_LEVEL", "info", "debug, info, warn or error"),
 		logFormat:    envFlag(fs, getenv, "log-format", "RATEWARDEN_LOG_FORMAT", "text", "text or json"),
+		inline:       envBoolFlag(fs, getenv, "inline-limits", "RATEWARDEN_INLINE_LIMITS", `take inline limits ("limit" in /v1 requests), bounded by the config's inline_limits maxima; a config's inline_limits.enabled turns them on too`),
+		maxKeyBytes:  envFlag(fs, getenv, "max-key-bytes", "RATEWARDEN_MAX_KEY_BYTES", strconv.Itoa(server.DefaultMaxKeyBytes), "cap on a caller key's bytes (HTTP key, Envoy domain and descriptor entries)"),
+		adminAddr:    envFlag(fs, getenv, "admin-addr", "RATEWARDEN_ADMIN_ADDR", "", "serve /metrics and the detailed /readyz on this address instead of the HTTP address (empty: on the HTTP address)"),
 	}
 }
 
@@ -117,11 +145,14 @@ type settings struct {
 	reload, grace      time.Duration
 	logLevel           slog.Level
 	logJSON            bool
+	inline             bool
+	maxKeyBytes        int
+	adminAddr          string
 }
 
 // settings parses and checks the flags' values. Its errors name the flag.
 func (f serveFlags) settings() (settings, error) {
-	st := settings{httpAddr: *f.httpAddr, grpcAddr: *f.grpcAddr, redisURL: *f.redisURL, token: *f.token}
+	st := settings{httpAddr: *f.httpAddr, grpcAddr: *f.grpcAddr, redisURL: *f.redisURL, token: *f.token, adminAddr: *f.adminAddr}
 	if *f.cfgPaths != "" {
 		st.configPaths = strings.Split(*f.cfgPaths, ",")
 	}
@@ -152,7 +183,20 @@ func (f serveFlags) settings() (settings, error) {
 	if st.grace, err = duration("--shutdown-grace", *f.grace, true); err != nil {
 		return st, err
 	}
-	return st, nil
+	return st, f.exposure(&st)
+}
+
+// exposure parses the flags on what callers may do: inline limits and
+// the key cap.
+func (f serveFlags) exposure(st *settings) error {
+	var err error
+	if st.inline, err = strconv.ParseBool(*f.inline); err != nil {
+		return fmt.Errorf("--inline-limits %q: want true or false", *f.inline)
+	}
+	if st.maxKeyBytes, err = strconv.Atoi(*f.maxKeyBytes); err != nil || st.maxKeyBytes < 1 {
+		return fmt.Errorf("--max-key-bytes %q: want a whole number >= 1", *f.maxKeyBytes)
+	}
+	return nil
 }
 
 // duration parses the value of flag name: a duration above 0, or at
@@ -189,6 +233,9 @@ func wire(st settings, stderr io.Writer) (*service, error) {
 		server.WithAPIToken(st.token),
 		server.WithDefaultFailure(st.failure),
 		server.WithReloadInterval(st.reload),
+		server.WithInlineLimits(config.InlineLimits{Enabled: st.inline}),
+		server.WithMaxKeyBytes(st.maxKeyBytes),
+		server.WithAdminAddr(st.adminAddr),
 	}
 	if st.configPaths == nil {
 		var err error

@@ -30,7 +30,7 @@ func TestServeSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := settings{httpAddr: ":8080", grpcAddr: ":8081", failure: config.LocalFallback, replicas: 1,
-		redisTimeout: 50 * time.Millisecond, reload: time.Second, grace: 10 * time.Second, logLevel: slog.LevelInfo}
+		redisTimeout: 50 * time.Millisecond, reload: time.Second, grace: 10 * time.Second, logLevel: slog.LevelInfo, maxKeyBytes: 1024}
 	if !reflect.DeepEqual(st, want) {
 		t.Errorf("defaults %+v, want %+v", st, want)
 	}
@@ -42,6 +42,14 @@ func TestServeSettings(t *testing.T) {
 	if st.replicas != 4 || !reflect.DeepEqual(st.configPaths, []string{"a.yaml", "b"}) || !st.logJSON || st.httpAddr != ":1" || st.logLevel != slog.LevelDebug || st.reload != 0 {
 		t.Errorf("env and flags: %+v", st)
 	}
+	env = map[string]string{"RATEWARDEN_INLINE_LIMITS": "true", "RATEWARDEN_ADMIN_ADDR": "127.0.0.1:9"}
+	st, err = parseServe(t, env, "--max-key-bytes", "64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.inline || st.maxKeyBytes != 64 || st.adminAddr != "127.0.0.1:9" {
+		t.Errorf("exposure flags: %+v", st)
+	}
 	for _, tc := range []struct{ args []string }{
 		{[]string{"--log-level", "loud"}},
 		{[]string{"--log-format", "xml"}},
@@ -50,9 +58,13 @@ func TestServeSettings(t *testing.T) {
 		{[]string{"--redis-timeout", "0s"}},
 		{[]string{"--reload-interval", "-1s"}},
 		{[]string{"--shutdown-grace", "soon"}},
+		{[]string{"--inline-limits=maybe"}},
+		{[]string{"--max-key-bytes", "0"}},
+		{[]string{"--max-key-bytes", "1k"}},
 	} {
-		if _, err := parseServe(t, nil, tc.args...); err == nil || !strings.HasPrefix(err.Error(), tc.args[0]) {
-			t.Errorf("%q: err = %v, want one starting with %s", tc.args, err, tc.args[0])
+		name, _, _ := strings.Cut(tc.args[0], "=")
+		if _, err := parseServe(t, nil, tc.args...); err == nil || !strings.HasPrefix(err.Error(), name) {
+			t.Errorf("%q: err = %v, want one starting with %s", tc.args, err, name)
 		}
 	}
 }
