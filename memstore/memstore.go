@@ -9,19 +9,19 @@
 // existing key does not allocate (a SlidingLog's array grows, up to Rate
 // entries, and is then reused).
 //
-// Memory is bounded: the store holds at most WithMaxKeys states, of keys
-// of at most WithMaxKeyBytes bytes (a longer key is refused with an error
-// wrapping ratewarden.ErrInvalidKey). Expired
-// states are reclaimed lazily (when their key is checked) and by a small
-// sampled sweep on every insert. When a shard is full, an insert reclaims
-// expired states first and otherwise evicts, from a random sample, the state
-// closest to expiry (the one that would have been forgotten soonest anyway).
-// A flood of new keys can therefore reset the limits of other keys, never
-// grow memory: size WithMaxKeys above the number of keys active in one
-// period. A state costs its key's bytes (the store keeps its own copy)
-// plus about 200 bytes, and a SlidingLog state 8 bytes more per unit in
-// its window (at most about 1.25 × Rate): MaxKeys × (MaxKeyBytes + 200 B)
-// in all, with the defaults about 1.2 GB before SlidingLog arrays
+// Memory is bounded: the store holds at most WithMaxKeys states, and
+// refuses keys longer than WithMaxKeyBytes (an error wrapping
+// ratewarden.ErrInvalidKey). Expired states are reclaimed lazily (when
+// their key is checked) and by a small sampled sweep on every insert. When
+// a shard is full, an insert reclaims expired states first and otherwise
+// evicts, from a random sample, the state closest to expiry (the one that
+// would have been forgotten soonest anyway). A flood of new keys can
+// therefore reset the limits of other keys, never grow memory: size
+// WithMaxKeys above the number of keys active in one period.
+//
+// A state costs its key's bytes (the store keeps its own copy) plus about
+// 200 bytes, so memory is about MaxKeys × (MaxKeyBytes + 200 B), 1.2 GB
+// with the defaults, plus 8 bytes per unit in a SlidingLog's window
 // (docs/performance.md, "memstore memory").
 //
 // The store starts no goroutines.
