@@ -19,14 +19,18 @@
 // (WithKey; default the TCP peer's address, ClientIP), checks the rule's
 // limits in one atomic Limiter.AllowAll call (a request denied by one limit
 // consumes nothing from the others), sets the rate limit headers and passes
-// the request on, or answers 429 with Retry-After and an RFC 9457 problem
-// body.
+// the request on, or answers 429 with Retry-After and an RFC 9457 body of
+// the draft's quota-exceeded problem type.
 //
-// Behind proxies, list them in IPConfig.TrustedProxies: a forwarding header
-// from anyone else is ignored, so clients cannot choose their own key.
+// Behind proxies, list them in IPConfig.TrustedProxies (WithClientIP): a
+// forwarding header from anyone else is ignored, so clients cannot choose
+// their own key. A trusted proxy that sends no forwarding header, or such
+// headers arriving while no proxy is trusted, are logged once and counted
+// (Middleware.ProxyWarnings).
 //
 // Renderer renders the headers (the IETF draft's RateLimit-Policy and
-// RateLimit, X-RateLimit-*, Retry-After) for any Decision, so services that
+// RateLimit, whose t never passes Retry-After on a rejection; X-RateLimit-*
+// with a Unix-time reset; Retry-After) for any Decision, so services that
 // decide on their own answer like the middleware. WithShadow counts and
 // reports without denying. A store error that no failure policy (package
 // fallback) turned into a Result lets the request pass and is logged

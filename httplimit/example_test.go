@@ -583,7 +583,8 @@ func ExampleForwardHeader_String() {
 
 // A service that decides on its own (an RPC front end, a gateway) renders
 // the same headers as the middleware from its Decision. Append lists them
-// in order with canonical names; Set writes them on an http.Header.
+// in order with canonical names; Set writes them on an http.Header. On a
+// rejection no t exceeds Retry-After, and the denying policy's equals it.
 func ExampleRenderer() {
 	burst := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10, Period: time.Minute}
 	daily := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: 24 * time.Hour}
