@@ -48,6 +48,8 @@ package fallback
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -262,7 +264,7 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...ratewarden.Limi
 		for i, l := range limits {
 			shares[i] = share(l, int64(s.cfg.replicas))
 		}
-		if err := s.local.Reset(ctx, key, shares...); err != nil {
+		if err := s.local.Reset(ctx, localKey(key), shares...); err != nil {
 			return fmt.Errorf("fallback: reset local share: %w", err)
 		}
 	}
@@ -359,6 +361,22 @@ func (s *Store) degrade(ctx context.Context, req *ratewarden.Request, res []rate
 	return nil
 }
 
+// maxLocalKey is the longest key the local share stores as it is; longer
+// keys are stored by their SHA-256. A key the primary accepts is then never
+// refused by the local share's key cap (memstore.DefaultMaxKeyBytes), and
+// the share's memory stays bounded by its entries whatever the keys' length.
+const maxLocalKey = 256
+
+// localKey is key as the local share stores it. The hashed form starts
+// with a NUL byte, so it cannot be mistaken for a short key written as is.
+func localKey(key string) string {
+	if len(key) <= maxLocalKey {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "\x00sha256:" + hex.EncodeToString(sum[:])
+}
+
 // decideLocal decides the LocalFallback limits of req (sc.idx, sc.limits)
 // on the local store. It only peeks when another limit already denied
 // (closed) or when the cost exceeds a share's capacity: then the request
@@ -368,7 +386,7 @@ func (s *Store) decideLocal(ctx context.Context, req *ratewarden.Request, res []
 	for _, l := range sc.limits {
 		tooBig = tooBig || req.Cost > l.Capacity()
 	}
-	sc.req = ratewarden.Request{Key: req.Key, Limits: sc.limits, Cost: req.Cost, Peek: req.Peek || closed}
+	sc.req = ratewarden.Request{Key: localKey(req.Key), Limits: sc.limits, Cost: req.Cost, Peek: req.Peek || closed}
 	if tooBig {
 		// Cannot pass locally during this outage at all; report the state.
 		sc.req.Cost, sc.req.Peek = 0, true

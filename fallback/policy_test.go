@@ -261,3 +261,33 @@ func (s sourceChecked) Check(ctx context.Context, req *ratewarden.Request, res [
 	}
 	return err
 }
+
+// A key longer than the local store's key cap (memstore's 1 KiB default)
+// still gets its local share during an outage, of its own: the share
+// stores long keys by their hash, and Reset clears the same entry.
+func TestLocalFallbackLongKeys(t *testing.T) {
+	f := newFaulty(t, memstore.WithMaxKeyBytes(64<<10)) // the primary takes long keys
+	f.set(failing)
+	s := newStore(t, f, WithPolicy(LocalFallback), WithReplicas(4))
+	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 8, Period: time.Hour} // share 2
+	long := strings.Repeat("k", 10_000)
+	for _, key := range []string{long + "a", long + "b"} {
+		for i := range 3 {
+			r := mustCheck(t, s, key, lim, 1)
+			if r.Allowed != (i < 2) || r.Source != ratewarden.SourceLocalFallback {
+				t.Fatalf("key %d…: check %d: %+v, want allowed only twice by its own local share of 2", len(key), i, r)
+			}
+		}
+	}
+	// The primary is down, so Reset reports that; the local share is
+	// cleared all the same (and a long key is no input error).
+	if err := s.Reset(context.Background(), long+"a", lim); !errors.Is(err, ratewarden.ErrStoreUnavailable) || errors.Is(err, ratewarden.ErrInvalidKey) {
+		t.Fatalf("Reset of a long key with the primary down: %v, want only the primary's unavailability", err)
+	}
+	if r := mustCheck(t, s, long+"a", lim, 1); !r.Allowed {
+		t.Fatalf("after Reset the long key's share is full again, got %+v", r)
+	}
+	if r := mustCheck(t, s, long+"b", lim, 1); r.Allowed {
+		t.Fatalf("Reset of one long key cleared another's share: %+v", r)
+	}
+}
