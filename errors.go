@@ -10,7 +10,8 @@ import "errors"
 var (
 	// ErrInvalidLimit reports a Limit that fails Validate or ParseLimit.
 	ErrInvalidLimit = errors.New("invalid limit")
-	// ErrInvalidKey reports an empty key.
+	// ErrInvalidKey reports an empty key, or one longer than a store can
+	// hold (memstore.WithMaxKeyBytes).
 	ErrInvalidKey = errors.New("invalid key")
 	// ErrInvalidCost reports a cost below zero or above what the limit can
 	// ever admit at once (its capacity).

@@ -103,8 +103,8 @@ const (
 	MaxRate = 1_000_000_000_000
 	// MaxLogRate is the largest Rate of a SlidingLog limit: a key holds one
 	// entry per admitted unit in the window, so this bounds its memory
-	// (about 10,000 × 16 bytes in memstore, a sorted set of that many
-	// members in Redis).
+	// (in memstore 8 bytes per entry, about 96 KiB at most; in Redis a
+	// sorted set of that many members).
 	MaxLogRate = 10_000
 	// MinPeriod is the shortest Period; periods are whole milliseconds.
 	MinPeriod = time.Millisecond
