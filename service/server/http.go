@@ -31,7 +31,9 @@ type CheckRequest struct {
 	Key string `json:"key"`
 	// Policy names a policy of the config; or give Limit.
 	Policy string `json:"policy,omitempty"`
-	// Limit is an inline limit in ParseLimit's grammar ("100/1m").
+	// Limit is an inline limit in ParseLimit's grammar ("100/1m"), taken
+	// only when the operator turned inline limits on (WithInlineLimits or
+	// the config's inline_limits), within their maxima.
 	Limit string `json:"limit,omitempty"`
 	// Cost is the number of units to take; default 1, 0 reports the state.
 	Cost *int64 `json:"cost,omitempty"`

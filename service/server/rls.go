@@ -263,12 +263,19 @@ func (g *rls) decideAll(ctx context.Context, evals []evalDesc) error {
 		return nil
 	case ratewarden.CallerCanceled:
 		return status.FromContextError(ctx.Err()).Err() // CANCELED or DEADLINE_EXCEEDED
-	case ratewarden.StoreUnavailable:
-		g.s.log.Warn("store unavailable", "err", err)
-		return status.Errorf(codes.Unavailable, "rate limit store: %v", err)
-	default:
-		return invalid("%v", err)
 	}
+	// The store's error may name addresses and the caller's values: it is
+	// logged with the keys hashed, and the caller gets a fixed message.
+	msg := err.Error()
+	for _, u := range units {
+		msg = redact(msg, u.key)
+	}
+	if ratewarden.Classify(ctx, err) == ratewarden.StoreUnavailable {
+		g.s.log.Warn("store unavailable", "err", msg)
+		return status.Error(codes.Unavailable, "the rate limit store could not decide; retry later")
+	}
+	g.s.log.Info("request refused by the limiter", "err", msg)
+	return invalid("the request is invalid for its limits (a cost or limit the store refuses)")
 }
 
 // render builds the answer: one status per descriptor, the overall code
