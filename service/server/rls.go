@@ -111,6 +111,9 @@ func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) 
 // the request's hits_addend (1 when unset). maxKey caps the bytes of the
 // domain and a descriptor's entries together: the key they make.
 func validateRLS(req *rlspb.RateLimitRequest, maxKey int) ([][]config.Entry, int64, error) {
+	if path := utf8Error(req); path != "" {
+		return nil, 0, invalid("%s: invalid UTF-8", path)
+	}
 	if req.GetDomain() == "" {
 		return nil, 0, invalid("domain is required")
 	}

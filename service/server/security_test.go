@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -12,8 +13,11 @@ import (
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/ratewarden/ratewarden/internal/testredis"
 	"github.com/ratewarden/ratewarden/service/config"
@@ -282,4 +286,52 @@ func TestErrorsLeakNothing(t *testing.T) {
 		t.Fatal("no /v1 request failed with Redis killed: the test checked nothing")
 	}
 	t.Logf("%d /v1 error bodies checked", errorsSeen)
+}
+
+// rawCodec sends []byte as the encoded message: the only way to put
+// invalid UTF-8 on the wire, as grpc-go's own codec refuses to encode it.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return v.([]byte), nil }
+func (rawCodec) Unmarshal(b []byte, v any) error {
+	return proto.Unmarshal(b, v.(proto.Message))
+}
+func (rawCodec) Name() string { return "proto" }
+
+// TestGRPCInvalidUTF8: a descriptor value that is not UTF-8 is
+// INVALID_ARGUMENT with its field path, not grpc-go's INTERNAL; distinct
+// invalid values never share a counter.
+func TestGRPCInvalidUTF8(t *testing.T) {
+	s := start(t, memBackend(t), server.WithConfig(parseConfig(t, "domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 5}\n")))
+	conn, err := grpc.NewClient(s.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	valid, err := proto.Marshal(&rlspb.RateLimitRequest{Domain: "d", Descriptors: []*rlcommon.RateLimitDescriptor{desc("user", "ok"), desc("user", "x", "user", "caf_")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ from, to, want string }{
+		{"caf_", "caf\xe9", "descriptors[1].entries[1].value: invalid UTF-8"},
+		{"caf_", "caf\xe8", "descriptors[1].entries[1].value: invalid UTF-8"},
+		{"user\x12\x04caf_", "use\xff\x12\x04caf_", "descriptors[1].entries[1].key: invalid UTF-8"},
+		{"\x0a\x01d", "\x0a\x01\xfe", "domain: invalid UTF-8"},
+	} {
+		b := bytes.Replace(valid, []byte(tc.from), []byte(tc.to), 1)
+		if bytes.Equal(b, valid) {
+			t.Fatalf("%q not in the encoded request", tc.from)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), requestCap)
+		var resp rlspb.RateLimitResponse
+		err := conn.Invoke(ctx, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", b, &resp, grpc.ForceCodec(rawCodec{}))
+		cancel()
+		if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != tc.want {
+			t.Errorf("%q: %v, want InvalidArgument %q", tc.to, err, tc.want)
+		}
+	}
+	// The valid request still decodes through the server's codec.
+	if resp := shouldRL(t, rlsClient(t, s), "d", 1, desc("user", "ok")); resp.GetOverallCode() != rlspb.RateLimitResponse_OK {
+		t.Fatalf("valid request: %v", resp)
+	}
 }

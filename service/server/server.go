@@ -27,6 +27,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -486,7 +487,7 @@ func (s *Server) Start(httpAddr, grpcAddr string) error {
 	}
 	s.httpLn, s.grpcLn = hl, gl
 	s.httpSrv = s.newHTTPServer(s.Handler())
-	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(1 << 20))
+	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.ForceServerCodecV2(strictCodec{encoding.GetCodecV2("proto")}))
 	s.RegisterGRPC(s.grpcSrv)
 
 	s.wg.Add(3)
