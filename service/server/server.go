@@ -9,6 +9,12 @@
 // builds one ratewarden.Limiter per failure policy on its store, and every
 // check, peek and reset goes through a Limiter (a request's descriptors of
 // several policies through one Limiter.AllowKeys).
+//
+// Callers are not trusted (docs/service.md, "Security"): request bodies
+// and descriptors are parsed strictly and bounded (body and key bytes,
+// descriptors, inline limits, which are off unless enabled) before any
+// store call, and errors answer with a problem type and a fixed message,
+// their details going to the log and the metrics.
 package server
 
 import (
@@ -629,7 +635,10 @@ func (s *Server) Run(ctx context.Context, httpAddr, grpcAddr string, grace time.
 }
 
 // RegisterGRPC registers the rate limit service, gRPC health and server
-// reflection (so grpcurl needs no .proto files) on g.
+// reflection (so grpcurl needs no .proto files) on g. The server Start
+// makes also decodes requests so that invalid UTF-8 is INVALID_ARGUMENT
+// with the field path; on a grpc.Server of your own it is INTERNAL, as
+// grpc-go answers every decoding error.
 func (s *Server) RegisterGRPC(g *grpc.Server) {
 	rlspb.RegisterRateLimitServiceServer(g, &rls{s: s})
 	healthpb.RegisterHealthServer(g, s.health)

@@ -32,7 +32,7 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	addr := envFlag(fs, getenv, "server", "RATEWARDEN_SERVER", "http://127.0.0.1:8080", "server base URL")
 	token := envFlag(fs, getenv, "api-token", "RATEWARDEN_API_TOKEN", "", "bearer token")
 	policy := fs.String("policy", "", "policy name from the server's config")
-	limit := fs.String("limit", "", `inline limit, e.g. "100/1m" (instead of --policy)`)
+	limit := fs.String("limit", "", `inline limit, e.g. "100/1m" (instead of --policy; the server must take inline limits, serve --inline-limits)`)
 	cost := fs.Int64("cost", 1, "units to take (0 reports the state)")
 	peek := fs.Bool("peek", false, "report the decision without consuming")
 	reset := fs.Bool("reset", false, "reset the key's state instead of checking")
