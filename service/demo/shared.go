@@ -56,7 +56,7 @@ func startShared(ctx context.Context, cfg *Config, rep *Report, cl *cleanup) (*s
 	case cfg.Race:
 		return nil, ErrNeedsRedis
 	default:
-		sh, err = startServer(rep, cl)
+		sh, err = startServer(rep, cl, cfg.Limit)
 	}
 	if err != nil {
 		return nil, err
@@ -91,9 +91,10 @@ func startRedis(ctx context.Context, bin string, rep *Report, cl *cleanup) (*sha
 }
 
 // startServer starts a ratewarden server in process, on the in-memory
-// store, which the replicas call over its HTTP API.
-func startServer(rep *Report, cl *cleanup) (*shared, error) {
-	b, err := backend.NewMemory()
+// store, which the replicas call over its HTTP API. The replicas send the
+// demo's limit inline, so the server allows inline limits up to that one.
+func startServer(rep *Report, cl *cleanup, lim ratewarden.Limit) (*shared, error) {
+	b, err := backend.NewMemory(server.DefaultMaxKeyBytes)
 	if err != nil {
 		return nil, fmt.Errorf("demo: ratewarden server: %w", err)
 	}
@@ -104,7 +105,8 @@ func startServer(rep *Report, cl *cleanup) (*shared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("demo: server config: %w", err)
 	}
-	srv, err := server.New(b, server.WithConfig(conf), server.WithLogger(slog.New(slog.DiscardHandler)))
+	inline := config.InlineLimits{Enabled: true, MaxPeriod: lim.Period, MaxRate: max(lim.Rate, lim.Burst), MaxSlidingLog: lim.Rate, MaxCost: lim.Capacity()}
+	srv, err := server.New(b, server.WithConfig(conf), server.WithInlineLimits(inline), server.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return nil, fmt.Errorf("demo: ratewarden server: %w", err)
 	}

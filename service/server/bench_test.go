@@ -140,7 +140,7 @@ func BenchmarkGRPCShouldRateLimit(b *testing.B) {
 	})
 }
 
-func newMem() (*backend.Memory, error) { return backend.NewMemory() }
+func newMem() (*backend.Memory, error) { return backend.NewMemory(server.DefaultMaxKeyBytes) }
 func newRedis(url string) (*backend.Redis, error) {
 	return backend.NewRedis(url, backend.WithTimeout(time.Second))
 }

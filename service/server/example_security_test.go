@@ -17,7 +17,7 @@ import (
 // ExampleWithInlineLimits turns inline limits on, within maxima, caps keys
 // at 64 bytes and moves /metrics to an admin address.
 func ExampleWithInlineLimits() {
-	b, err := backend.NewMemory()
+	b, err := backend.NewMemory(server.DefaultMaxKeyBytes)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -47,7 +47,7 @@ func (w tlogWriter) Write(p []byte) (int, error) {
 // memBackend is a fresh in-memory backend, closed at the end of the test.
 func memBackend(t *testing.T) *backend.Memory {
 	t.Helper()
-	m, err := backend.NewMemory()
+	m, err := backend.NewMemory(server.DefaultMaxKeyBytes)
 	if err != nil {
 		t.Fatal(err)
 	}

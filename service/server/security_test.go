@@ -173,6 +173,12 @@ func TestGRPCKeyCapAndFieldPaths(t *testing.T) {
 	if resp := shouldRL(t, c, "d", 5, desc("user", "ok")); resp.GetOverallCode() != rlspb.RateLimitResponse_OK {
 		t.Fatalf("after refused requests: %v", resp)
 	}
+	// A descriptor within the cap whose every byte is escaped in the store
+	// key (three times as long) is decided, not refused by the store.
+	escaped := strings.Repeat("%", 1000)
+	if resp := shouldRL(t, c, "d", 1, desc("user", escaped)); resp.GetOverallCode() != rlspb.RateLimitResponse_OK {
+		t.Fatalf("a 1000-byte value that escapes to 3000 bytes: %v", resp)
+	}
 }
 
 // TestStrictParsing: content type, UTF-8, duplicate members, the auth

@@ -271,7 +271,7 @@ func newLogger(st settings, w io.Writer) *slog.Logger {
 // newBackend is the in-memory backend without a Redis URL, else Redis.
 func newBackend(st settings, log *slog.Logger) (server.Backend, func(), error) {
 	if st.redisURL == "" {
-		m, err := backend.NewMemory()
+		m, err := backend.NewMemory(st.maxKeyBytes)
 		if err != nil {
 			return nil, nil, err
 		}

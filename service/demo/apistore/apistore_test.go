@@ -21,12 +21,12 @@ import (
 // a server that is gone into ErrStoreUnavailable.
 func TestAPIStore(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	b, err := backend.NewMemory()
+	b, err := backend.NewMemory(server.DefaultMaxKeyBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	conf, err := config.Parse("t.yaml", []byte("policies: {unused: 1/1s}\n"))
+	conf, err := config.Parse("t.yaml", []byte("policies: {unused: 1/1s}\ninline_limits: {enabled: true}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

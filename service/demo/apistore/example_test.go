@@ -14,13 +14,13 @@ import (
 )
 
 func ExampleNew() {
-	b, err := backend.NewMemory()
+	b, err := backend.NewMemory(server.DefaultMaxKeyBytes)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer b.Close()
-	conf, err := config.Parse("example.yaml", []byte("policies: {unused: 1/1s}\n"))
+	conf, err := config.Parse("example.yaml", []byte("policies: {unused: 1/1s}\ninline_limits: {enabled: true}\n"))
 	if err != nil {
 		fmt.Println(err)
 		return

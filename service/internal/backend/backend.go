@@ -25,14 +25,26 @@ import (
 // It has no failure modes, so every failure policy gets the same store.
 type Memory struct{ st *memstore.Store }
 
-// NewMemory returns a Memory backend.
-func NewMemory() (*Memory, error) {
-	st, err := memstore.New()
+// NewMemory returns a Memory backend whose store takes keys of up to
+// StoreKeyBytes(maxKeyBytes) bytes: every key the server lets through when
+// it caps callers' keys at maxKeyBytes (0: memstore's default cap).
+func NewMemory(maxKeyBytes int) (*Memory, error) {
+	var opts []memstore.Option
+	if maxKeyBytes > 0 {
+		opts = append(opts, memstore.WithMaxKeyBytes(StoreKeyBytes(maxKeyBytes)))
+	}
+	st, err := memstore.New(opts...)
 	if err != nil {
 		return nil, err
 	}
 	return &Memory{st: st}, nil
 }
+
+// StoreKeyBytes is the longest store key the server builds from caller
+// keys of at most maxKeyBytes bytes: Envoy descriptor keys are URL-escaped
+// (a byte can become three) after the domain, and HTTP keys get a policy
+// prefix; 1 KiB covers the prefixes and separators.
+func StoreKeyBytes(maxKeyBytes int) int { return 3*maxKeyBytes + 1024 }
 
 // Store returns the in-memory store.
 func (m *Memory) Store(config.FailurePolicy) (ratewarden.Store, error) { return m.st, nil }
