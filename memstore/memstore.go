@@ -108,8 +108,8 @@ type Option func(*config)
 // WithClock makes the store read the time from now instead of time.Now:
 // time as a parameter, for deterministic simulations and replays (a model
 // that sets each instant, a run over recorded traffic at its own
-// timestamps) and for one clock shared with other parts of a simulation
-// (denycache.WithClock). A test whose timing fits a testing/synctest bubble
+// timestamps). (The deny cache takes no clock of its own: it reads the
+// monotonic time.) A test whose timing fits a testing/synctest bubble
 // needs no clock: in the bubble time.Now is the bubble's fake clock. now
 // must be safe for concurrent use.
 func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
