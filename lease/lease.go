@@ -389,8 +389,11 @@ func (l *Store) Reset(ctx context.Context, key string, limits ...ratewarden.Limi
 // Close gives the unused units of fixed-window leases back to Redis and
 // drops every lease; later checks are plain checks of the wrapped Store.
 // It returns the errors of the give-backs that failed (those units are
-// lost until their window ends). It does not close the wrapped Store or
-// its client. Calling it again does nothing.
+// lost until their window ends). When ctx ends first, Close stops there:
+// the leases it has not reached are dropped without giving back (their
+// units are lost, as on a crash: under-admission, never over), and a check
+// already holding one may still spend its units. It does not close the
+// wrapped Store or its client. Calling it again does nothing.
 func (l *Store) Close(ctx context.Context) error {
 	l.mu.Lock()
 	if l.closed {
