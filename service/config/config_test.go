@@ -361,3 +361,17 @@ func TestInlineLimits(t *testing.T) {
 		}
 	}
 }
+
+// A token bucket's key lives until the bucket is full again, Burst/Rate
+// periods: that time, not the period alone, is held to max_period.
+func TestInlineTokenBucketRefillWithinMaxPeriod(t *testing.T) {
+	il := config.InlineLimits{Enabled: true}.WithDefaults() // max_period 1h, max_rate 10000
+	long := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: time.Hour, Burst: 10000}
+	if err := il.Check(long, 1); !errors.Is(err, ratewarden.ErrInvalidLimit) || !strings.Contains(err.Error(), "inline_limits.max_period") {
+		t.Errorf("Check(%v) = %v, want refused naming inline_limits.max_period", long, err)
+	}
+	ok := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20} // refills in 2 s
+	if err := il.Check(ok, 1); err != nil {
+		t.Errorf("Check(%v) = %v, want nil", ok, err)
+	}
+}

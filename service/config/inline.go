@@ -70,6 +70,9 @@ func (il InlineLimits) Check(lim ratewarden.Limit, cost int64) error {
 		msg = fmt.Sprintf("rate %d is above inline_limits.max_rate %d", lim.Rate, il.MaxRate)
 	case lim.Burst > il.MaxRate:
 		msg = fmt.Sprintf("burst %d is above inline_limits.max_rate %d", lim.Burst, il.MaxRate)
+	case lim.Algorithm == ratewarden.TokenBucket && lim.Burst > lim.Rate && lim.Period/time.Duration(lim.Rate) > il.MaxPeriod/time.Duration(lim.Burst):
+		// A full refill takes Burst/Rate periods, and the key lives that long.
+		msg = fmt.Sprintf("token_bucket refill %d/%d × %v is above inline_limits.max_period %v", lim.Burst, lim.Rate, lim.Period, il.MaxPeriod)
 	case cost > il.MaxCost:
 		msg = fmt.Sprintf("cost %d is above inline_limits.max_cost %d", cost, il.MaxCost)
 	default:

@@ -177,6 +177,22 @@ func decodeBody(r *http.Request, v any) *apiError {
 	return checkStrings(v)
 }
 
+// typeProblem says what a field wants in JSON terms, never Go's.
+func typeProblem(e *json.UnmarshalTypeError) string {
+	if e.Field == "" {
+		return "want a JSON object, got JSON " + e.Value
+	}
+	want := "a string"
+	switch e.Type.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		want = "a whole number"
+	case reflect.Bool:
+		want = "true or false"
+	}
+	return fmt.Sprintf("field %q: want %s, got JSON %s", e.Field, want, e.Value)
+}
+
 // jsonProblem is the answer to a decoding error.
 func jsonProblem(err error) *apiError {
 	var typeErr *json.UnmarshalTypeError
@@ -185,7 +201,7 @@ func jsonProblem(err error) *apiError {
 	case errors.Is(err, io.EOF):
 		return newProblem(probInvalid, "empty body: want a JSON object")
 	case errors.As(err, &typeErr):
-		return newProblem(probInvalid, fmt.Sprintf("field %q: want %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value))
+		return newProblem(probInvalid, typeProblem(typeErr))
 	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
 		return newProblem(probInvalid, "invalid JSON: "+err.Error())
 	default:

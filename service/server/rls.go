@@ -144,7 +144,10 @@ func validateRLS(req *rlspb.RateLimitRequest, maxKey int) ([][]config.Entry, int
 			if err := checkEntry(e, i, j, maxKey); err != nil {
 				return nil, 0, err
 			}
-			size += len(e.GetKey()) + len(e.GetValue())
+			// The store key separates entries ("/key=value"): count the two
+			// separators, so every key within the cap fits the store's
+			// (backend.StoreKeyBytes: three times the cap, escaped, plus 1 KiB).
+			size += len(e.GetKey()) + len(e.GetValue()) + 2
 			entries[i] = append(entries[i], config.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		if size > maxKey {

@@ -13,6 +13,7 @@ import (
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -159,7 +160,7 @@ func TestGRPCKeyCapAndFieldPaths(t *testing.T) {
 	}{
 		{[]string{"user", long}, "descriptors[1].entries[0].value: 2000 bytes; the cap is 1024 bytes"},
 		{[]string{long, "x"}, "descriptors[1].entries[0].key: 2000 bytes"},
-		{[]string{"user", half, "user", half}, "descriptors[1]: domain and entries make a key of 1209 bytes; the cap is 1024 bytes"},
+		{[]string{"user", half, "user", half}, "descriptors[1]: domain and entries make a key of 1213 bytes; the cap is 1024 bytes"},
 		{[]string{"user", "a", "", "b"}, "descriptors[1].entries[1].key: key is required"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), requestCap)
@@ -339,5 +340,35 @@ func TestGRPCInvalidUTF8(t *testing.T) {
 	// The valid request still decodes through the server's codec.
 	if resp := shouldRL(t, rlsClient(t, s), "d", 1, desc("user", "ok")); resp.GetOverallCode() != rlspb.RateLimitResponse_OK {
 		t.Fatalf("valid request: %v", resp)
+	}
+}
+
+// Many tiny entries: the separators between them count toward the key
+// cap, so a descriptor the cap lets through always fits the store's key;
+// this one is refused by the cap with its path, not by the store.
+func TestGRPCKeyCapCountsSeparators(t *testing.T) {
+	s := start(t, memBackend(t), server.WithConfig(parseConfig(t, "domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 5}\n")))
+	c := rlsClient(t, s)
+	d := &rlcommon.RateLimitDescriptor{Limit: &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5, Unit: typepb.RateLimitUnit_MINUTE}}
+	for range 1000 {
+		d.Entries = append(d.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: "%"})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestCap)
+	defer cancel()
+	_, err := c.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "d", Descriptors: []*rlcommon.RateLimitDescriptor{d}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "descriptors[0]: domain and entries make a key of") {
+		t.Fatalf("1000 entries of one byte: %v, want InvalidArgument from the key cap naming descriptors[0]", err)
+	}
+}
+
+// A JSON type error is told in JSON's terms, never with Go type names.
+func TestTypeErrorsSayJSON(t *testing.T) {
+	s := start(t, memBackend(t), server.WithConfig(parseConfig(t, httpPolicies)))
+	isProblem(t, "array body", post(t, s, "/v1/check", `[]`), 400, "want a JSON object")
+	isProblem(t, "fractional cost", post(t, s, "/v1/check", `{"key":"k","policy":"api","cost":1.5}`), 400, `field "cost": want a whole number`)
+	for _, body := range []string{`[]`, `{"key":"k","policy":"api","cost":1.5}`} {
+		if r := post(t, s, "/v1/check", body); strings.Contains(r.raw, "server.") || strings.Contains(r.raw, "int64") {
+			t.Errorf("%s: body names Go types: %s", body, r.raw)
+		}
 	}
 }
