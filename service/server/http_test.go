@@ -100,7 +100,7 @@ func TestHTTPBadInputConsumesNothing(t *testing.T) {
 		{"not JSON", "/v1/check", `key=k`, 400, "invalid JSON"},
 		{"empty body", "/v1/check", ``, 400, "empty body"},
 		{"unknown field", "/v1/check", `{"key":"k","policy":"api","costs":1}`, 400, `unknown field "costs"`},
-		{"wrong type", "/v1/check", `{"key":"k","policy":"api","cost":"1"}`, 400, `field "cost": want int64`},
+		{"wrong type", "/v1/check", `{"key":"k","policy":"api","cost":"1"}`, 400, `field "cost": want a whole number`},
 		{"trailing data", "/v1/check", `{"key":"k","policy":"api"} {}`, 400, "trailing data"},
 		{"missing key", "/v1/check", `{"policy":"api"}`, 400, `field "key" is required`},
 		{"no policy or limit", "/v1/check", `{"key":"k"}`, 400, `"policy"`},
