@@ -260,8 +260,10 @@ func TestAcceptance_TTLAudit(t *testing.T) {
 		if pttl == -2 {
 			continue // expired since the SCAN: as it must, some time
 		}
-		if bound := ttlBound(lim); pttl <= 0 || pttl > bound {
-			t.Errorf("%s: PTTL %d ms, want in (0, %d]", k, pttl, bound)
+		// PTTL 0: the key is in its last millisecond (Redis rounds down),
+		// which a busy machine's audit can land on; -1 (no TTL) is the defect.
+		if bound := ttlBound(lim); pttl < 0 || pttl > bound {
+			t.Errorf("%s: PTTL %d ms, want in [0, %d] (a TTL is set and within the bound)", k, pttl, bound)
 		}
 	}
 	// Every path wrote its keys: a key may be missing only if it could
