@@ -26,12 +26,18 @@ const (
 	// or an error that follows no convention, which is the store's too):
 	// HTTP 503, gRPC UNAVAILABLE. Over the limit is never an error.
 	StoreUnavailable
+	// KeyState: the store answered, but the state it holds for this key is
+	// unusable (ErrKeyState). Only this key fails; the store is healthy, so
+	// it is not a store failure (a circuit breaker must not count it). The
+	// request is not the caller's fault either: HTTP 503, gRPC UNAVAILABLE,
+	// and an operator should look (Reset repairs the key).
+	KeyState
 )
 
-var errorKindNames = [...]string{"none", "invalid_input", "caller_canceled", "store_unavailable"}
+var errorKindNames = [...]string{"none", "invalid_input", "caller_canceled", "store_unavailable", "key_state"}
 
-// String returns none, invalid_input, caller_canceled or
-// store_unavailable.
+// String returns none, invalid_input, caller_canceled, store_unavailable
+// or key_state.
 func (k ErrorKind) String() string {
 	if int(k) < len(errorKindNames) {
 		return errorKindNames[k]
@@ -41,9 +47,10 @@ func (k ErrorKind) String() string {
 
 // Classify sorts err, returned by a Limiter (or Store) call made with ctx,
 // in this order: nil is NoError; an error wrapping one of the input
-// sentinels is InvalidInput; any other error while ctx is done is
-// CallerCanceled; anything else is StoreUnavailable. A nil ctx counts as
-// never done.
+// sentinels is InvalidInput; one wrapping ErrKeyState is KeyState (the
+// store's answer arrived, whatever ctx did since); any other error while
+// ctx is done is CallerCanceled; anything else is StoreUnavailable. A nil
+// ctx counts as never done.
 func Classify(ctx context.Context, err error) ErrorKind {
 	switch {
 	case err == nil:
@@ -51,6 +58,8 @@ func Classify(ctx context.Context, err error) ErrorKind {
 	case errors.Is(err, ErrInvalidKey), errors.Is(err, ErrInvalidLimit),
 		errors.Is(err, ErrInvalidCost), errors.Is(err, ErrInvalidConfig):
 		return InvalidInput
+	case errors.Is(err, ErrKeyState):
+		return KeyState
 	case ctx != nil && ctx.Err() != nil:
 		return CallerCanceled
 	default:

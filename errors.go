@@ -22,4 +22,11 @@ var (
 	// a network error, a timeout, a Redis error reply, an open circuit
 	// breaker. It is never used for "over the limit", which is a Result.
 	ErrStoreUnavailable = errors.New("store unavailable")
+	// ErrKeyState reports that the store answered but the state it holds
+	// for this request's key is unusable: another type or a malformed value
+	// under the key (another program writing under the prefix, a corrupted
+	// value). Only this key is affected; the store itself is healthy, so it
+	// never wraps ErrStoreUnavailable and never counts as a store failure.
+	// Reset repairs the key. The error never names the key.
+	ErrKeyState = errors.New("unusable key state")
 )

@@ -406,13 +406,15 @@ func TestClassify(t *testing.T) {
 		{done, errBoom, ratewarden.CallerCanceled},
 		{done, context.Canceled, ratewarden.CallerCanceled},
 		{none, errBoom, ratewarden.StoreUnavailable},
+		{live, fmt.Errorf("redisstore: x: %w", ratewarden.ErrKeyState), ratewarden.KeyState},
+		{done, ratewarden.ErrKeyState, ratewarden.KeyState}, // the answer came, whatever ctx did since
 	} {
 		if got := ratewarden.Classify(tc.ctx, tc.err); got != tc.want {
 			t.Errorf("Classify(ctx done=%v, %v) = %v, want %v", tc.ctx != nil && tc.ctx.Err() != nil, tc.err, got, tc.want)
 		}
 	}
 	for k, want := range map[ratewarden.ErrorKind]string{ratewarden.NoError: "none", ratewarden.InvalidInput: "invalid_input",
-		ratewarden.CallerCanceled: "caller_canceled", ratewarden.StoreUnavailable: "store_unavailable", 9: "unknown"} {
+		ratewarden.CallerCanceled: "caller_canceled", ratewarden.StoreUnavailable: "store_unavailable", ratewarden.KeyState: "key_state", 9: "unknown"} {
 		if k.String() != want {
 			t.Errorf("ErrorKind(%d).String() = %q, want %q", k, k.String(), want)
 		}

@@ -267,7 +267,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		// The client went away while the store was asked: nobody waits for
 		// a response, and the store is not to blame.
 		return
-	case ratewarden.StoreUnavailable:
+	case ratewarden.StoreUnavailable, ratewarden.KeyState:
 		m.storeFailed(w, r, next, key, err)
 		return
 	}

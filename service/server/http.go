@@ -438,7 +438,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, k
 		// The client went away: not a store failure, and nobody reads this.
 		s.log.Debug("request canceled by the client", "err", msg, "key_hash", keyHash(key))
 		s.writeProblem(w, newProblem(probCanceled, "the request was canceled before the store decided"))
-	case ratewarden.StoreUnavailable:
+	case ratewarden.StoreUnavailable, ratewarden.KeyState:
 		s.log.Warn("store unavailable", "err", msg, "key_hash", keyHash(key))
 		w.Header().Set("Retry-After", "1")
 		s.writeProblem(w, newProblem(probUnavailable, "the rate limit store could not decide; retry later"))

@@ -276,7 +276,7 @@ func (g *rls) decideAll(ctx context.Context, evals []evalDesc) error {
 	for _, u := range units {
 		msg = redact(msg, u.key)
 	}
-	if ratewarden.Classify(ctx, err) == ratewarden.StoreUnavailable {
+	if k := ratewarden.Classify(ctx, err); k == ratewarden.StoreUnavailable || k == ratewarden.KeyState {
 		g.s.log.Warn("store unavailable", "err", msg)
 		return status.Error(codes.Unavailable, "the rate limit store could not decide; retry later")
 	}
