@@ -36,6 +36,15 @@
 // fallback) turned into a Result lets the request pass and is logged
 // (WithFailClosed: 503); its text never reaches the client.
 //
+// WithLimitFunc (or Rule.Plans) picks the limits per request from a fixed
+// set of plans, each counted on keys of its own. Middleware.Reset and Peek
+// (and ResetKey, PeekKey by client key) clear or read a client's counters
+// without knowing the key format; Middleware.Check applies a rule to any
+// key from inside a handler, writing what Handler writes. Decide returns
+// the decision as a Verdict for adapters to other frameworks (modules
+// under adapters/: gin, echo, fiber, gRPC). New warns once when another
+// Middleware on the same Limiter counts on the same keys.
+//
 // docs/middleware.md explains keys, rules, headers, shadow mode and store
 // failures at length.
 package httplimit

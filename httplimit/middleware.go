@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -32,9 +31,36 @@ type Rule struct {
 	// Match selects the requests the rule applies to; nil matches all.
 	Match func(*http.Request) bool
 	// Policies are checked together; at least one, with distinct scopes
-	// (algorithm and period).
+	// (algorithm and period). Empty when the rule has Plans.
+	Policies []Policy
+	// Plans and PlanFunc make the limits depend on the request (a pricing
+	// tier, say): PlanFunc names the plan of each request, and the plan's
+	// policies are checked instead of Policies. Each plan counts on keys
+	// of its own ("<rule>|<plan>|<client key>"), so a client moved to
+	// another plan starts afresh there. The plans are fixed here, so a
+	// client has at most len(Plans) sets of counters, each expiring like
+	// any other. Set both or neither.
+	Plans    []Plan
+	PlanFunc LimitFunc
+}
+
+// A Plan is a named set of policies, one of those a rule chooses from per
+// request (see Rule.Plans and WithLimitFunc).
+type Plan struct {
+	// Name identifies the plan in keys and in Info.Plan: required, unique
+	// within the rule, without '|'.
+	Name string
+	// Policies are checked together, as Rule.Policies are.
 	Policies []Policy
 }
+
+// A LimitFunc returns the name of the plan that limits r, for example the
+// tier of the authenticated user. An error wrapping
+// ratewarden.ErrInvalidKey (the request identifies no user) goes to the
+// error handler as a 400; a name that is none of the rule's plans, or any
+// other error, as a 503 (wrapping ratewarden.ErrInvalidConfig). It must be
+// safe for concurrent use.
+type LimitFunc func(r *http.Request) (string, error)
 
 // DefaultRuleName is the name of the rule WithLimits and WithPolicies
 // configure.
@@ -46,7 +72,11 @@ const DefaultRuleName = "default"
 type Info struct {
 	// Rule is the name of the rule that matched.
 	Rule string
-	// Key is the key checked: "<rule>|<client key>".
+	// Plan is the name of the plan the rule's PlanFunc chose; empty for a
+	// rule without plans.
+	Plan string
+	// Key is the key checked: "<rule>|<client key>", or
+	// "<rule>|<plan>|<client key>" for a rule with plans.
 	Key string
 	// Cost is the number of units the request asked for.
 	Cost int64
@@ -85,11 +115,21 @@ type Middleware struct {
 	untrustFwd atomic.Int64 // forwarding header while no proxy is trusted
 }
 
-// rule is a validated Rule with its header renderer.
+// rule is a validated Rule: its plans, or the one plan of its Policies.
 type rule struct {
 	Rule
-	limits []ratewarden.Limit
-	render *Renderer
+	plans  []*plan
+	byName map[string]*plan // rules with a PlanFunc
+}
+
+// plan is one validated set of policies of a rule, with its renderer and
+// the prefix of its keys.
+type plan struct {
+	name     string // "" for a rule without plans
+	prefix   string // "<rule>|" or "<rule>|<plan>|"
+	policies []Policy
+	limits   []ratewarden.Limit
+	render   *Renderer
 }
 
 // New returns a Middleware deciding on l. With no options other than
@@ -146,6 +186,7 @@ func New(l *ratewarden.Limiter, opts ...Option) (*Middleware, error) {
 		}
 		m.rules = append(m.rules, cr)
 	}
+	m.register(l)
 	return m, nil
 }
 
@@ -155,43 +196,82 @@ func compileRule(r Rule, headers HeaderSet, pkSecret []byte) (rule, error) {
 		return rule{}, fmt.Errorf("httplimit: Rule.Name must not be empty: %w", ratewarden.ErrInvalidConfig)
 	case strings.ContainsRune(r.Name, '|'):
 		return rule{}, fmt.Errorf("httplimit: rule %q: Rule.Name must not contain '|' (it separates the rule from the client key): %w", r.Name, ratewarden.ErrInvalidConfig)
-	case len(r.Policies) == 0:
+	case (len(r.Plans) == 0) != (r.PlanFunc == nil):
+		return rule{}, fmt.Errorf("httplimit: rule %q: Rule.Plans and Rule.PlanFunc go together: set both or neither: %w", r.Name, ratewarden.ErrInvalidConfig)
+	case len(r.Plans) > 0 && len(r.Policies) > 0:
+		return rule{}, fmt.Errorf("httplimit: rule %q: a rule with Plans takes its policies from them: leave Rule.Policies empty: %w", r.Name, ratewarden.ErrInvalidConfig)
+	case len(r.Plans) == 0 && len(r.Policies) == 0:
 		return rule{}, fmt.Errorf("httplimit: rule %q: Rule.Policies must not be empty: %w", r.Name, ratewarden.ErrInvalidConfig)
 	}
 	cr := rule{Rule: r}
-	cr.Policies = append([]Policy(nil), r.Policies...) // the caller's slice may change
-	names := make(map[string]bool, len(r.Policies))
-	for i := range cr.Policies {
-		p := &cr.Policies[i]
-		if err := p.Limit.Validate(); err != nil {
-			return rule{}, fmt.Errorf("httplimit: rule %q: policy %d: %w", r.Name, i, err)
-		}
-		if p.Name == "" {
-			p.Name = p.Limit.String()
-		}
-		if err := validPolicyName(p.Name); err != nil {
-			return rule{}, fmt.Errorf("httplimit: rule %q: policy %d: Policy.Name %w", r.Name, i, err)
-		}
-		if names[p.Name] {
-			return rule{}, fmt.Errorf("httplimit: rule %q: policy name %q given twice: %w", r.Name, p.Name, ratewarden.ErrInvalidConfig)
-		}
-		names[p.Name] = true
-		for j := range i {
-			if cr.Policies[j].Limit.Scope() == p.Limit.Scope() {
-				return rule{}, fmt.Errorf("httplimit: rule %q: policies %d and %d share the scope %s (algorithm and period); give each a different one: %w", r.Name, j, i, p.Limit.Scope(), ratewarden.ErrInvalidLimit)
-			}
-		}
-		cr.limits = append(cr.limits, p.Limit)
-	}
-	cr.render = NewRenderer(headers, cr.Policies...)
-	if pkSecret != nil {
-		pr, err := cr.render.WithPartitionKey(pkSecret)
+	cr.Policies, cr.Plans = nil, nil // the compiled plans hold copies; the caller's slices may change
+	if len(r.Plans) == 0 {
+		p, err := compilePlan(fmt.Sprintf("rule %q", r.Name), r.Policies, headers, pkSecret)
 		if err != nil {
 			return rule{}, err
 		}
-		cr.render = pr
+		p.prefix = r.Name + "|"
+		cr.plans = []*plan{p}
+		return cr, nil
+	}
+	cr.byName = make(map[string]*plan, len(r.Plans))
+	for i, pl := range r.Plans {
+		switch {
+		case pl.Name == "":
+			return rule{}, fmt.Errorf("httplimit: rule %q: Plans[%d].Name must not be empty: %w", r.Name, i, ratewarden.ErrInvalidConfig)
+		case strings.ContainsRune(pl.Name, '|'):
+			return rule{}, fmt.Errorf("httplimit: rule %q: plan %q: Plan.Name must not contain '|': %w", r.Name, pl.Name, ratewarden.ErrInvalidConfig)
+		case cr.byName[pl.Name] != nil:
+			return rule{}, fmt.Errorf("httplimit: rule %q: plan %q given twice: %w", r.Name, pl.Name, ratewarden.ErrInvalidConfig)
+		case len(pl.Policies) == 0:
+			return rule{}, fmt.Errorf("httplimit: rule %q: plan %q: Plan.Policies must not be empty: %w", r.Name, pl.Name, ratewarden.ErrInvalidConfig)
+		}
+		p, err := compilePlan(fmt.Sprintf("rule %q: plan %q", r.Name, pl.Name), pl.Policies, headers, pkSecret)
+		if err != nil {
+			return rule{}, err
+		}
+		p.name, p.prefix = pl.Name, r.Name+"|"+pl.Name+"|"
+		cr.plans = append(cr.plans, p)
+		cr.byName[pl.Name] = p
 	}
 	return cr, nil
+}
+
+// compilePlan validates one list of policies; where names it in errors.
+func compilePlan(where string, policies []Policy, headers HeaderSet, pkSecret []byte) (*plan, error) {
+	p := &plan{policies: append([]Policy(nil), policies...)}
+	names := make(map[string]bool, len(policies))
+	for i := range p.policies {
+		pol := &p.policies[i]
+		if err := pol.Limit.Validate(); err != nil {
+			return nil, fmt.Errorf("httplimit: %s: policy %d: %w", where, i, err)
+		}
+		if pol.Name == "" {
+			pol.Name = pol.Limit.String()
+		}
+		if err := validPolicyName(pol.Name); err != nil {
+			return nil, fmt.Errorf("httplimit: %s: policy %d: Policy.Name %w", where, i, err)
+		}
+		if names[pol.Name] {
+			return nil, fmt.Errorf("httplimit: %s: policy name %q given twice: %w", where, pol.Name, ratewarden.ErrInvalidConfig)
+		}
+		names[pol.Name] = true
+		for j := range i {
+			if p.policies[j].Limit.Scope() == pol.Limit.Scope() {
+				return nil, fmt.Errorf("httplimit: %s: policies %d and %d share the scope %s (algorithm and period); give each a different one: %w", where, j, i, pol.Limit.Scope(), ratewarden.ErrInvalidLimit)
+			}
+		}
+		p.limits = append(p.limits, pol.Limit)
+	}
+	p.render = NewRenderer(headers, p.policies...)
+	if pkSecret != nil {
+		pr, err := p.render.WithPartitionKey(pkSecret)
+		if err != nil {
+			return nil, err
+		}
+		p.render = pr
+	}
+	return p, nil
 }
 
 func validPolicyName(s string) error {
@@ -209,88 +289,57 @@ func validPolicyName(s string) error {
 // Handler returns next wrapped by the limiter.
 //
 // For each request: when the skip function reports true, or no rule
-// matches, next serves it untouched. Otherwise the key and cost are
-// computed and the rule's policies checked in one Limiter.AllowAll call;
-// the rate limit headers are set; an allowed request (or any request in
-// shadow mode) is passed to next, a denied one to the denied handler,
-// after Retry-After is set.
+// matches, next serves it untouched. Otherwise the key, plan and cost are
+// computed and the policies checked in one Limiter.AllowAll call; the rate
+// limit headers are set; an allowed request (or any request in shadow
+// mode) is passed to next, a denied one to the denied handler, after
+// Retry-After is set.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m.serve(w, r, next)
+		o := m.decide(r, "", false)
+		if m.respond(w, r, &o) {
+			next.ServeHTTP(w, r)
+		}
 	})
 }
 
-func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	if m.skip(r) {
-		next.ServeHTTP(w, r)
-		return
-	}
-	ru := m.match(r)
-	if ru == nil {
-		next.ServeHTTP(w, r)
-		return
-	}
-	if m.ip != nil {
-		m.checkProxy(r)
-	}
-	ck, err := m.key(r)
-	if err == nil && ck == "" {
-		err = fmt.Errorf("httplimit: key function returned an empty key: %w", ratewarden.ErrInvalidKey)
-	}
-	if err != nil {
-		m.onErr(w, r, err)
-		return
-	}
-	cost, err := m.cost(r)
-	if err != nil {
-		if !errors.Is(err, ratewarden.ErrInvalidCost) {
-			err = fmt.Errorf("httplimit: cost function: %w: %w", err, ratewarden.ErrInvalidCost)
-		}
-		m.onErr(w, r, err)
-		return
-	}
-	key := ru.Name + "|" + ck
-	var d ratewarden.Decision
-	var one [1]ratewarden.Result
-	if len(ru.limits) == 1 {
-		// The same atomic check; AllowN does not allocate.
-		one[0], err = m.lim.AllowN(r.Context(), key, ru.limits[0], cost)
-		d = ratewarden.Decision{Allowed: one[0].Allowed, Results: one[:]}
-	} else {
-		d, err = m.lim.AllowAll(r.Context(), key, cost, ru.limits...)
-	}
-	switch ratewarden.Classify(r.Context(), err) {
-	case ratewarden.InvalidInput:
-		m.onErr(w, r, err)
-		return
-	case ratewarden.CallerCanceled:
+// Check applies the rule r matches (as Handler would, WithSkip included)
+// to key instead of the key function's answer, for limits a handler can
+// only key once it has read the request: the username in a login form,
+// say. It writes exactly what Handler writes: the rate limit headers, and
+// for a request that is not to proceed the denied or error handler's
+// response. It reports whether the handler should go on; when false, the
+// response has been written (or, when the client went away, is not
+// wanted).
+//
+// The key counts under the rule's name like the key function's keys do
+// ("<rule>|<key>"); give such checks a Middleware of their own, with a
+// rule named for them (WithRule), so they never share counters with the
+// key function's keys.
+func (m *Middleware) Check(w http.ResponseWriter, r *http.Request, key string) bool {
+	o := m.decide(r, key, true)
+	return m.respond(w, r, &o)
+}
+
+// respond writes what the middleware writes for o and reports whether the
+// request is to proceed to the next handler.
+func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, o *outcome) bool {
+	switch {
+	case o.canceled:
 		// The client went away while the store was asked: nobody waits for
 		// a response, and the store is not to blame.
-		return
-	case ratewarden.StoreUnavailable, ratewarden.KeyState:
-		m.storeFailed(w, r, next, key, err)
-		return
+		return false
+	case o.err != nil && !o.proceed:
+		m.onErr(w, r, o.err)
+		return false
+	case o.err == nil && o.pl != nil:
+		o.pl.render.SetKey(w.Header(), o.decision(), o.rejected(), o.key)
 	}
-	ru.render.SetKey(w.Header(), d, !d.Allowed && !m.shadow, key)
-	if d.Allowed {
-		next.ServeHTTP(w, r)
-		return
+	if o.proceed {
+		return true
 	}
-	// Results may live on this stack frame: the handlers get their own copy.
-	own := ratewarden.Decision{Allowed: d.Allowed, Results: append([]ratewarden.Result(nil), d.Results...)}
-	info := Info{Rule: ru.Name, Key: key, Cost: cost, Policies: ru.Policies, Decision: own, Shadow: m.shadow}
-	if m.onLimit != nil {
-		m.onLimit(r, info)
-	}
-	if m.shadow {
-		if n, ok := m.shadowLog.take(time.Now()); ok {
-			m.log.LogAttrs(r.Context(), slog.LevelInfo, "httplimit: shadow mode: request over the limit passed",
-				slog.String("rule", ru.Name), slog.String("key", key), slog.String("policy", bindingName(ru, d)), slog.Int64("requests", n))
-		}
-		next.ServeHTTP(w, r)
-		return
-	}
-	m.denied(w, r, info)
+	m.denied(w, r, o.info())
+	return false
 }
 
 func (m *Middleware) match(r *http.Request) *rule {
@@ -303,11 +352,12 @@ func (m *Middleware) match(r *http.Request) *rule {
 }
 
 // storeFailed handles an error from the store that no failure policy
-// turned into a Result: the request passes (default) or gets a 503. The
-// error text goes to the log, never to the client. Log lines are limited to
-// one a second, counting the ones left out, so an outage does not flood the
-// log.
-func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next http.Handler, key string, err error) {
+// turned into a Result: it reports whether the request passes (the
+// default) or gets the error handler's response (WithFailClosed). The
+// error text goes to the log, never to the client. Log lines are limited
+// to one a second, counting the ones left out, so an outage does not flood
+// the log.
+func (m *Middleware) storeFailed(r *http.Request, key string, err error) bool {
 	if n, ok := m.storeLog.take(time.Now()); ok {
 		action := "request allowed (fail open)"
 		if m.failClosed {
@@ -316,11 +366,7 @@ func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 		m.log.LogAttrs(r.Context(), slog.LevelError, "httplimit: rate limit store failed; "+action,
 			slog.String("key", key), slog.Int64("errors", n), slog.Any("error", err))
 	}
-	if m.failClosed {
-		m.onErr(w, r, err)
-		return
-	}
-	next.ServeHTTP(w, r)
+	return !m.failClosed
 }
 
 // logThrottle lets one log line a second through and counts the events
@@ -342,11 +388,11 @@ func (t *logThrottle) take(now time.Time) (int64, bool) {
 	return n, true
 }
 
-func bindingName(ru *rule, d ratewarden.Decision) string {
+func bindingName(p *plan, d ratewarden.Decision) string {
 	b := d.Binding()
-	for i, lim := range ru.limits {
+	for i, lim := range p.limits {
 		if lim == b.Limit {
-			return ru.Policies[i].Name
+			return p.policies[i].Name
 		}
 	}
 	return ""

@@ -60,7 +60,7 @@ func (c *config) validate() error {
 	var msg string
 	switch {
 	case len(c.defaultRules) > 1:
-		msg = "WithLimits/WithPolicies given twice"
+		msg = "WithLimits/WithPolicies/WithLimitFunc given twice"
 	case c.key == nil:
 		msg = "WithKey: key function must not be nil"
 	case c.cost == nil:
@@ -119,6 +119,27 @@ func WithPolicies(policies ...Policy) Option {
 	ps := append([]Policy(nil), policies...)
 	return func(c *config) {
 		c.defaultRules = append(c.defaultRules, Rule{Name: DefaultRuleName, Policies: ps})
+	}
+}
+
+// WithLimitFunc makes the default rule's limits depend on the request: fn
+// names the plan of each request (the authenticated user's tier, say) and
+// that plan's policies are checked, e.g.
+//
+//	httplimit.WithLimitFunc(planOfUser,
+//		httplimit.Plan{Name: "free", Policies: []httplimit.Policy{{Limit: ratewarden.PerMinute(10)}}},
+//		httplimit.Plan{Name: "pro", Policies: []httplimit.Policy{{Limit: ratewarden.PerMinute(1000)}}})
+//
+// Each plan counts on keys of its own ("default|<plan>|<client key>"), so
+// plans never share counters, even with policies of the same scope. The
+// plans are fixed here: a client has at most one set of counters per plan,
+// each expiring like any other, however many requests or users there are.
+// It takes the place of WithLimits (give one or the other); for per-route
+// plans set Rule.Plans and Rule.PlanFunc.
+func WithLimitFunc(fn LimitFunc, plans ...Plan) Option {
+	ps := append([]Plan(nil), plans...)
+	return func(c *config) {
+		c.defaultRules = append(c.defaultRules, Rule{Name: DefaultRuleName, Plans: ps, PlanFunc: fn})
 	}
 }
 

@@ -51,17 +51,24 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
-// ProblemDenied is the default DeniedFunc: 429 Too Many Requests with an
-// RFC 9457 body of the draft's quota-exceeded problem type
-// (draft-ietf-httpapi-ratelimit-headers section 5.1), naming the policies
-// that denied the request in "violated-policies", the binding one in the
-// detail, and when to retry, for example
+// ProblemDenied is the default DeniedFunc: it writes DeniedProblem(info),
+// 429 Too Many Requests with an RFC 9457 body of the draft's
+// quota-exceeded problem type (draft-ietf-httpapi-ratelimit-headers
+// section 5.1).
+func ProblemDenied(w http.ResponseWriter, r *http.Request, info Info) {
+	WriteProblem(w, DeniedProblem(info))
+}
+
+// DeniedProblem is the problem ProblemDenied writes for info, for
+// adapters that write it in their framework's terms: status 429, the
+// policies that denied the request in "violated-policies", the binding one
+// in the detail, and when to retry, for example
 //
 //	{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
 //	 "title":"Request cannot be satisfied as assigned quota has been exceeded",
 //	 "status":429,"detail":"Rate limit \"100/1m\" exceeded; retry in 30 s.",
 //	 "retry_after":30,"violated-policies":["100/1m"]}
-func ProblemDenied(w http.ResponseWriter, r *http.Request, info Info) {
+func DeniedProblem(info Info) Problem {
 	b := info.Decision.Binding()
 	retry := retryAfterSeconds(b)
 	name, found := "", false
@@ -77,22 +84,27 @@ func ProblemDenied(w http.ResponseWriter, r *http.Request, info Info) {
 	if !found {
 		name = b.Limit.String()
 	}
-	WriteProblem(w, Problem{
+	return Problem{
 		Type:             ProblemTypeQuotaExceeded,
 		Title:            ProblemTitleQuotaExceeded,
 		Status:           http.StatusTooManyRequests,
 		Detail:           "Rate limit " + strconv.Quote(name) + " exceeded; retry in " + itoa(retry) + " s.",
 		RetryAfter:       retry,
 		ViolatedPolicies: violated,
-	})
+	}
 }
 
-// ProblemError is the default ErrorFunc. It maps err to a status and a
-// fixed detail, never err's own text, which may describe the server:
-// ErrInvalidKey gives 400 (the request does not identify a client, e.g. a
-// missing API key header), ErrInvalidCost 400, ErrStoreUnavailable and
-// anything else 503.
+// ProblemError is the default ErrorFunc: it writes ErrorProblem(err).
 func ProblemError(w http.ResponseWriter, r *http.Request, err error) {
+	WriteProblem(w, ErrorProblem(err))
+}
+
+// ErrorProblem is the problem ProblemError writes for err. It maps err to
+// a status and a fixed detail, never err's own text, which may describe
+// the server: ErrInvalidKey gives 400 (the request does not identify a
+// client, e.g. a missing API key header), ErrInvalidCost 400,
+// ErrStoreUnavailable and anything else 503.
+func ErrorProblem(err error) Problem {
 	p := Problem{Type: "about:blank"}
 	switch {
 	case errors.Is(err, ratewarden.ErrInvalidKey):
@@ -103,5 +115,5 @@ func ProblemError(w http.ResponseWriter, r *http.Request, err error) {
 		p.Status, p.Detail = http.StatusServiceUnavailable, "Rate limiting is temporarily unavailable."
 	}
 	p.Title = http.StatusText(p.Status)
-	WriteProblem(w, p)
+	return p
 }
