@@ -109,9 +109,21 @@ type Descriptor struct {
 	Prefix bool
 	// RateLimit applies when a request's entries end at this node; nil
 	// means no limit.
-	RateLimit      *RateLimit
-	Shadow         bool
+	RateLimit *RateLimit
+	// Shadow: the limit is counted and reported but never makes a request
+	// OVER_LIMIT; the descriptor's status says OK.
+	Shadow bool
+	// QuotaMode: like Shadow, and an over-limit status also carries no
+	// duration_until_reset (envoyproxy/ratelimit's quota_mode).
+	QuotaMode bool
+	// DetailedMetric and ValueToMetric are accepted for compatibility:
+	// envoyproxy/ratelimit puts request values into metric names with
+	// them; ratewarden's metric labels never carry request values.
 	DetailedMetric bool
+	ValueToMetric  bool
+	// ShareThreshold (a wildcard value only): every value matching the
+	// wildcard counts on one shared counter instead of one per value.
+	ShareThreshold bool
 	Descriptors    []*Descriptor
 	// Path names the node for metrics and logs: the keys (and configured
 	// values) from the root, like "remote_address" or
@@ -143,19 +155,32 @@ type Entry struct{ Key, Value string }
 
 // Match walks the tree with the entries of one request descriptor and
 // returns the node they end at, or nil when they do not all match. At each
-// level the most specific node wins: key and exact value, then key and the
-// longest matching value prefix, then key alone.
+// level a node with the key and the exact value wins; then the first
+// wildcard (a value ending in "*") in config order whose prefix the value
+// has; then the node with the key alone. That is envoyproxy/ratelimit's
+// order.
 func (d *Domain) Match(entries []Entry) *Descriptor {
+	path := d.MatchPath(entries)
+	if path == nil {
+		return nil
+	}
+	return path[len(path)-1]
+}
+
+// MatchPath is Match returning the node each entry matched, from the
+// root: nil when the entries do not all match.
+func (d *Domain) MatchPath(entries []Entry) []*Descriptor {
 	level := d.Descriptors
-	var node *Descriptor
+	path := make([]*Descriptor, 0, len(entries))
 	for _, e := range entries {
-		node = matchLevel(level, e)
+		node := matchLevel(level, e)
 		if node == nil {
 			return nil
 		}
+		path = append(path, node)
 		level = node.Descriptors
 	}
-	return node
+	return path
 }
 
 func matchLevel(level []*Descriptor, e Entry) *Descriptor {
@@ -166,7 +191,7 @@ func matchLevel(level []*Descriptor, e Entry) *Descriptor {
 		}
 		switch {
 		case n.Prefix:
-			if strings.HasPrefix(e.Value, n.Value) && (prefix == nil || len(n.Value) > len(prefix.Value)) {
+			if prefix == nil && strings.HasPrefix(e.Value, n.Value) {
 				prefix = n
 			}
 		case n.Value == "":

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,7 +43,7 @@ func (p *parser) domain(n *yaml.Node) {
 		case "domain":
 			s, good := p.str(f.val, "domain")
 			if good && s == "" {
-				p.errf(f.val, "domain must not be empty")
+				p.errf(f.val, "domain is missing: it must not be empty")
 				good = false
 			}
 			d.Name, d.Source, ok = s, p.where(f.key), ok && good
@@ -61,11 +62,48 @@ func (p *parser) domain(n *yaml.Node) {
 	if !ok {
 		return
 	}
-	if prev, dup := p.l.cfg.Domains[d.Name]; dup {
-		p.errf(n, "domain %q is already defined at %s", d.Name, prev.Source)
+	prev, dup := p.l.cfg.Domains[d.Name]
+	switch {
+	case !dup:
+		p.l.cfg.Domains[d.Name] = d
+	case !p.l.merge:
+		p.errf(n, "domain %q is already defined at %s (merging them takes --merge-domains, envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)", d.Name, prev.Source)
+	default:
+		p.mergeDomain(n, prev, d)
+	}
+}
+
+// mergeDomain adds the descriptors of d, a second document of the same
+// domain, to prev, as envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG does: a
+// descriptor both define is a duplicate, and so are two failure policies
+// that differ.
+func (p *parser) mergeDomain(n *yaml.Node, prev, d *Domain) {
+	if d.Failure != "" && prev.Failure != "" && d.Failure != prev.Failure {
+		p.errf(n, "domain %q: failure_policy %s conflicts with %s of its part at %s", d.Name, d.Failure, prev.Failure, prev.Source)
 		return
 	}
-	p.l.cfg.Domains[d.Name] = d
+	have := map[string]*Descriptor{}
+	for _, x := range prev.Descriptors {
+		have[descID(x)] = x
+	}
+	for _, x := range d.Descriptors {
+		if old, dup := have[descID(x)]; dup {
+			p.errf(n, "domain %q: duplicate descriptor %s at %s (already defined at %s)", d.Name, x.Path, x.Source, old.Source)
+			return
+		}
+	}
+	// A new Domain: the old one may be in use elsewhere until Load returns.
+	merged := *prev
+	merged.Descriptors = append(slices.Clip(prev.Descriptors), d.Descriptors...)
+	if merged.Failure == "" {
+		merged.Failure = d.Failure
+	}
+	p.l.cfg.Domains[d.Name] = &merged
+}
+
+// descID identifies a descriptor among its siblings.
+func descID(d *Descriptor) string {
+	return d.Key + "\x00" + d.Value + "\x00" + strconv.FormatBool(d.Prefix)
 }
 
 // descriptors parses one level of the tree.
@@ -88,7 +126,7 @@ func (p *parser) descriptors(n *yaml.Node, what, parentPath string) ([]*Descript
 			ok = false
 			continue
 		}
-		id := d.Key + "\x00" + d.Value + "\x00" + strconv.FormatBool(d.Prefix)
+		id := descID(d)
 		if prev, dup := seen[id]; dup {
 			p.errf(item, "%s: duplicate descriptor %s (already defined at %s)", w, d.Path, prev.Source)
 			ok = false
@@ -101,7 +139,8 @@ func (p *parser) descriptors(n *yaml.Node, what, parentPath string) ([]*Descript
 }
 
 func (p *parser) descriptor(n *yaml.Node, what, parentPath string) (*Descriptor, bool) {
-	fields, isMap := p.mapping(n, what, "key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric")
+	fields, isMap := p.mapping(n, what, "key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode",
+		"detailed_metric", "value_to_metric", "share_threshold")
 	if !isMap {
 		return nil, false
 	}
@@ -129,16 +168,16 @@ func (p *parser) descriptor(n *yaml.Node, what, parentPath string) (*Descriptor,
 			rl = &f
 		case "descriptors":
 			children = f.val
-		case "shadow_mode":
-			b, good := p.boolean11(f.val, w)
-			d.Shadow, ok = b, ok && good
-		case "detailed_metric":
-			b, good := p.boolean11(f.val, w)
-			d.DetailedMetric, ok = b, ok && good
+		default:
+			ok = p.descriptorFlag(f, w, d) && ok
 		}
 	}
 	if !hasKey {
 		p.errf(n, "%s: key is required", what)
+		ok = false
+	}
+	if d.ShareThreshold && !d.Prefix {
+		p.errf(n, "%s: share_threshold applies only to a wildcard value (one ending in *), got %s", what, descValue(d))
 		ok = false
 	}
 	d.Path = d.Key
@@ -162,15 +201,52 @@ func (p *parser) descriptor(n *yaml.Node, what, parentPath string) (*Descriptor,
 	return d, ok
 }
 
+// descriptorFlag reads one of a descriptor's booleans.
+func (p *parser) descriptorFlag(f field, w string, d *Descriptor) bool {
+	b, good := p.boolean11(f.val, w)
+	switch f.name {
+	case "shadow_mode":
+		d.Shadow = b
+	case "quota_mode":
+		d.QuotaMode = b
+	case "detailed_metric":
+		d.DetailedMetric = b
+	case "value_to_metric":
+		d.ValueToMetric = b
+	case "share_threshold":
+		d.ShareThreshold = b
+	}
+	return good
+}
+
+// descValue quotes a descriptor's value as the config wrote it, for
+// messages.
+func descValue(d *Descriptor) string {
+	switch {
+	case d.Prefix:
+		return strconvQuote(d.Value + "*")
+	case d.Value == "":
+		return "no value"
+	}
+	return strconvQuote(d.Value)
+}
+
+func strconvQuote(s string) string { return "value " + strconv.Quote(s) }
+
 // rateLimitFields holds what a rate_limit mapping gave besides the
 // RateLimit's own fields.
 type rateLimitFields struct {
-	hasRPU   bool
-	unitNode *yaml.Node
-	alg      ratewarden.Algorithm
-	burst    int64
+	unitNode  *yaml.Node
+	unitValid bool // unit names one of Units
+	alg       ratewarden.Algorithm
+	burst     int64
 }
 
+// rateLimit reads a rate_limit mapping with envoyproxy/ratelimit's rules:
+// unit is required, and must be a known one, unless unlimited is true, and
+// then it must not be a known one; requests_per_unit defaults to 0 (always
+// over the limit) and is ignored when unlimited; a limit must not replace
+// itself.
 func (p *parser) rateLimit(n *yaml.Node, what string) (*RateLimit, bool) {
 	fields, isMap := p.mapping(n, what, "unit", "requests_per_unit", "unlimited", "name", "replaces",
 		"algorithm", "burst", "failure_policy")
@@ -183,25 +259,29 @@ func (p *parser) rateLimit(n *yaml.Node, what string) (*RateLimit, bool) {
 	for _, f := range fields {
 		ok = p.rateLimitField(f, what, r, &rf) && ok
 	}
+	for _, name := range r.Replaces {
+		if name == r.Name {
+			p.errf(n, "%s: replaces names this rate_limit itself (%q): a limit cannot replace itself", what, name)
+			ok = false
+		}
+	}
 	if !ok {
 		return nil, false
 	}
 	if r.Unlimited {
-		if rf.unitNode != nil || rf.hasRPU {
-			p.errf(n, "%s: an unlimited rate_limit must not set unit or requests_per_unit", what)
+		if rf.unitValid {
+			p.errf(rf.unitNode, "%s: an unlimited rate_limit must not set a unit", what)
 			return nil, false
 		}
+		r.Unit, r.RequestsPerUnit = "", 0
 		return r, true
 	}
-	if rf.unitNode == nil {
+	switch {
+	case rf.unitNode == nil:
 		p.errf(n, "%s: unit is required (%s) unless unlimited is true", what, unitNames)
-		ok = false
-	}
-	if !rf.hasRPU {
-		p.errf(n, "%s: requests_per_unit is required unless unlimited is true", what)
-		ok = false
-	}
-	if !ok {
+		return nil, false
+	case !rf.unitValid:
+		p.errf(rf.unitNode, "%s.unit: unknown unit %q (want %s)", what, rf.unitNode.Value, unitNames)
 		return nil, false
 	}
 	if r.RequestsPerUnit > 0 {
@@ -220,18 +300,16 @@ func (p *parser) rateLimitField(f field, what string, r *RateLimit, rf *rateLimi
 	var good bool
 	switch f.name {
 	case "unit":
+		// Checked once unlimited is known: an unlimited rate_limit
+		// ignores a unit that is not one, as envoyproxy/ratelimit does.
 		var s string
-		if s, good = p.str(f.val, w); good {
-			if _, known := Units[strings.ToLower(s)]; !known {
-				p.errf(f.val, "%s: unknown unit %q (want %s)", w, s, unitNames)
-				good = false
-			}
-		}
+		s, good = p.str(f.val, w)
+		_, rf.unitValid = Units[strings.ToLower(s)]
 		r.Unit, rf.unitNode = strings.ToLower(s), f.val
 	case "requests_per_unit":
 		var v int64
 		v, good = p.integer(f.val, w, 0, 1<<32-1)
-		r.RequestsPerUnit, rf.hasRPU = uint32(v), true
+		r.RequestsPerUnit = uint32(v)
 	case "unlimited":
 		r.Unlimited, good = p.boolean11(f.val, w)
 	case "name":

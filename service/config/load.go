@@ -94,13 +94,34 @@ func readFile(name string) ([]byte, error) {
 
 // Load reads and validates the configuration under paths (files or
 // directories). On any problem it returns a nil Config and an *Error listing
-// all of them.
-func Load(paths ...string) (*Config, error) {
+// all of them. It is Loader{}.Load.
+func Load(paths ...string) (*Config, error) { return Loader{}.Load(paths...) }
+
+// Parse validates one file's contents; name is used in problems. It is
+// Loader{}.Parse.
+func Parse(name string, data []byte) (*Config, error) { return Loader{}.Parse(name, data) }
+
+// Loader loads configurations with options. The zero Loader is what Load
+// and Parse use.
+type Loader struct {
+	// MergeDomains merges Envoy documents that name the same domain into
+	// one domain (their top-level descriptors appended in load order), as
+	// envoyproxy/ratelimit does with MERGE_DOMAIN_CONFIG=true, instead of
+	// refusing the second one. A descriptor defined in two of them is
+	// still a duplicate.
+	MergeDomains bool
+}
+
+// Load reads and validates the configuration under paths (files or
+// directories). On any problem it returns a nil Config and an *Error
+// listing all of them.
+func (ld Loader) Load(paths ...string) (*Config, error) {
 	files, err := Files(paths...)
 	if err != nil {
 		return nil, err
 	}
 	l := newLoader()
+	l.merge = ld.MergeDomains
 	for _, f := range files {
 		b, err := readFile(f)
 		if err != nil {
@@ -113,8 +134,9 @@ func Load(paths ...string) (*Config, error) {
 }
 
 // Parse validates one file's contents; name is used in problems.
-func Parse(name string, data []byte) (*Config, error) {
+func (ld Loader) Parse(name string, data []byte) (*Config, error) {
 	l := newLoader()
+	l.merge = ld.MergeDomains
 	l.parse(name, data)
 	return l.finish([]string{name}, []string{name})
 }
@@ -123,6 +145,7 @@ type loader struct {
 	cfg         *Config
 	problems    []Problem
 	failureFrom string // where the top-level failure_policy was set
+	merge       bool   // Loader.MergeDomains
 }
 
 func newLoader() *loader {
@@ -313,11 +336,19 @@ func (p *parser) document(n *yaml.Node) {
 		p.errf(n, "a config document must be a mapping (with \"policies\", or an Envoy \"domain\"), got %s", kindName(n))
 		return
 	}
+	descs := false
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == "domain" {
+		switch n.Content[i].Value {
+		case "domain":
 			p.domain(n)
 			return
+		case "descriptors":
+			descs = true
 		}
+	}
+	if descs {
+		p.errf(n, "domain is missing: an Envoy document with descriptors needs a domain")
+		return
 	}
 	p.native(n)
 }
