@@ -43,7 +43,11 @@ type evalDesc struct {
 	rl     *config.RateLimit // the limit reported as current_limit
 	mult   uint32            // unit_multiplier of an override, else 0
 	label  string            // metrics/header name: rate limit name or descriptor path
-	shadow bool
+	shadow bool              // never denies the request: shadow_mode or quota_mode
+	quota  bool              // quota_mode (or QUOTA_MODE): an over-limit status is OK, with no duration_until_reset
+	qcfg   bool              // the matched limit's own quota_mode
+	period time.Duration     // the limit's period (also for requests_per_unit 0)
+	shared []string          // share_threshold: entry i counts under wildcard shared[i] when not ""
 	key    string
 	limit  ratewarden.Limit
 	cost   int64
@@ -69,8 +73,15 @@ var overrideUnits = map[typepb.RateLimitUnit]string{
 	typepb.RateLimitUnit_DAY:    "day",
 	typepb.RateLimitUnit_MONTH:  "month",
 	typepb.RateLimitUnit_YEAR:   "year",
-	// envoy.type.v3.RateLimitUnit has no WEEK (the response's unit has).
+	// envoy.type.v3.RateLimitUnit has no WEEK in the go-control-plane this
+	// module uses, but newer Envoys send 7 for it, the response's WEEK;
+	// envoyproxy/ratelimit takes it as a week too.
+	overrideWeek: "week",
 }
+
+// overrideWeek is WEEK in a limit override: the number the response's
+// unit gives it.
+const overrideWeek = typepb.RateLimitUnit(rlspb.RateLimitResponse_RateLimit_WEEK)
 
 func invalid(format string, args ...any) error {
 	return status.Errorf(codes.InvalidArgument, format, args...)
@@ -104,7 +115,7 @@ func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) 
 	if err := g.decideAll(ctx, evals); err != nil {
 		return nil, err
 	}
-	return g.render(dom, evals), nil
+	return g.render(req, dom, evals), nil
 }
 
 // validateRLS checks a request and returns each descriptor's entries and
@@ -200,16 +211,23 @@ func (g *rls) resolve(req *rlspb.RateLimitRequest, entries [][]config.Entry, hit
 		if h := d.GetHitsAddend(); h != nil {
 			e.cost = int64(min(h.GetValue(), math.MaxInt64))
 		}
-		node := dom.Match(entries[i])
+		path := dom.MatchPath(entries[i])
+		var node *config.Descriptor
+		if len(path) > 0 {
+			node = path[len(path)-1]
+		}
 		if o := d.GetLimit(); o != nil {
 			if err := g.override(e, o, node, dom, sn, i); err != nil {
 				return nil, err
 			}
 		} else if node != nil && node.RateLimit != nil {
-			g.configured(e, node, dom, sn, replaced)
+			g.configured(e, path, dom, sn, replaced)
+		}
+		if g.s.envoy.QuotaMode && e.kind != kindNone && e.kind != kindUnlimited {
+			e.shadow, e.quota = true, true
 		}
 		if e.kind == kindCounted {
-			e.key = envoyKey(req.GetDomain(), entries[i])
+			e.key = envoyKey(req.GetDomain(), entries[i], e.shared)
 			if e.mult > 0 {
 				// An override counts on its own state, apart from the
 				// configured limit of the same entries (and from other
@@ -231,10 +249,21 @@ func (g *rls) resolve(req *rlspb.RateLimitRequest, entries [][]config.Entry, hit
 }
 
 // configured fills e from the rate_limit of the node a descriptor matched
-// and notes the limits it replaces.
-func (g *rls) configured(e *evalDesc, node *config.Descriptor, dom *config.Domain, sn *snapshot, replaced map[string]bool) {
+// (the last of path, the node each entry matched) and notes the limits it
+// replaces.
+func (g *rls) configured(e *evalDesc, path []*config.Descriptor, dom *config.Domain, sn *snapshot, replaced map[string]bool) {
+	node := path[len(path)-1]
 	rl := node.RateLimit
-	e.rl, e.shadow, e.label = rl, node.Shadow, node.Path
+	e.rl, e.shadow, e.quota, e.qcfg, e.label = rl, node.Shadow || node.QuotaMode, node.QuotaMode, node.QuotaMode, node.Path
+	e.period = config.Units[rl.Unit]
+	for j, n := range path {
+		if n.ShareThreshold && n.Prefix {
+			if e.shared == nil {
+				e.shared = make([]string, len(path))
+			}
+			e.shared[j] = n.Value + "*"
+		}
+	}
 	if rl.Name != "" {
 		e.label = rl.Name
 	}
@@ -284,50 +313,154 @@ func (g *rls) decideAll(ctx context.Context, evals []evalDesc) error {
 	return invalid("the request is invalid for its limits (a cost or limit the store refuses)")
 }
 
-// render builds the answer: one status per descriptor, the overall code
-// and the RateLimit headers of the non-shadow limits.
-func (g *rls) render(dom *config.Domain, evals []evalDesc) *rlspb.RateLimitResponse {
+// render builds the answer, as envoyproxy/ratelimit gives it: one status
+// per descriptor, the overall code, and the headers and dynamic metadata
+// the server's EnvoyCompat asks for.
+func (g *rls) render(req *rlspb.RateLimitRequest, dom *config.Domain, evals []evalDesc) *rlspb.RateLimitResponse {
 	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(evals))}
-	var hdr ratewarden.Decision // the non-shadow limits, once each
-	var policies []httplimit.Policy
-	seen := map[*ratewarden.Result]bool{}
+	now := time.Now()
+	var quotaOver []int // descriptors over a quota_mode limit
 	for i := range evals {
-		e := &evals[i]
-		st := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		st, over := g.status(dom, &evals[i], now)
 		resp.Statuses[i] = st
-		switch e.kind {
-		case kindUnlimited:
-			st.LimitRemaining = math.MaxUint32
-		case kindZero:
-			st.Code = rlspb.RateLimitResponse_OVER_LIMIT
-			st.CurrentLimit = currentLimit(e)
-			g.s.m.decision("grpc", dom.Name, e.label, ratewarden.Result{}, e.shadow)
-		case kindCounted:
-			res := &e.unit.res[e.idx]
-			if !res.Allowed {
-				st.Code = rlspb.RateLimitResponse_OVER_LIMIT
-			}
-			st.CurrentLimit = currentLimit(e)
-			st.LimitRemaining = uint32(min(res.Remaining, math.MaxUint32))
-			st.DurationUntilReset = durationpb.New(res.ResetAfter)
-			g.s.m.decision("grpc", dom.Name, e.label, *res, e.shadow)
-			if !e.shadow && !seen[res] {
-				seen[res] = true
-				hdr.Results = append(hdr.Results, *res)
-				policies = append(policies, httplimit.Policy{Name: e.label, Limit: res.Limit})
-			}
-		}
-		if st.Code == rlspb.RateLimitResponse_OVER_LIMIT && !e.shadow {
+		switch {
+		case over && evals[i].quota:
+			quotaOver = append(quotaOver, i)
+		case st.Code == rlspb.RateLimitResponse_OVER_LIMIT:
 			resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 		}
 	}
-	over := resp.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT
-	hdr.Allowed = !over
-	for _, f := range httplimit.NewRenderer(httplimit.DraftHeaders|httplimit.XRateLimitHeaders, policies...).Append(nil, hdr, over) {
-		// Lower case, as HTTP/2 (and Envoy) want header names.
-		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corepb.HeaderValue{Key: strings.ToLower(f.Name), Value: f.Value})
+	switch g.s.envoy.Headers {
+	case RLSHeadersRatewarden:
+		resp.ResponseHeadersToAdd = draftHeaders(evals, resp.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT)
+	case RLSHeadersEnvoy:
+		resp.ResponseHeadersToAdd = g.s.envoy.headers(resp.Statuses, evals, now)
+	}
+	if g.s.envoy.ShadowMode {
+		resp.OverallCode = rlspb.RateLimitResponse_OK // SHADOW_MODE: report, never deny
+	}
+	if g.s.envoy.DynamicMetadata {
+		resp.DynamicMetadata = dynamicMetadata(req, evals, quotaOver)
 	}
 	return resp
+}
+
+// status is the status of descriptor e and whether it is over its limit.
+// Over the limit, limit_remaining is 0 and duration_until_reset the end
+// of the limit's window, as envoyproxy/ratelimit reports them; a shadow
+// limit's code is OK, and a quota_mode limit's is OK with no
+// duration_until_reset.
+func (g *rls) status(dom *config.Domain, e *evalDesc, now time.Time) (*rlspb.RateLimitResponse_DescriptorStatus, bool) {
+	st := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+	over := false
+	switch e.kind {
+	case kindUnlimited:
+		st.LimitRemaining = math.MaxUint32
+		return st, false
+	case kindZero:
+		over = true
+		st.CurrentLimit = currentLimit(e)
+		st.DurationUntilReset = durationpb.New(windowReset(e.period, now))
+		g.s.m.decision("grpc", dom.Name, e.label, ratewarden.Result{}, e.shadow)
+	case kindCounted:
+		res := &e.unit.res[e.idx]
+		over = !res.Allowed
+		if e.unit.impossible {
+			// The cost can never pass: nothing was counted, and the
+			// answer is the peer's for a full window.
+			res.Remaining = 0
+			res.RetryAfter = resetOf(e.limit, ratewarden.Result{}, now)
+			if res.RetryAfter <= 0 {
+				res.RetryAfter = e.limit.Period
+			}
+			res.ResetAfter = res.RetryAfter
+		}
+		st.CurrentLimit = currentLimit(e)
+		if !over {
+			st.LimitRemaining = uint32(min(res.Remaining, math.MaxUint32))
+		}
+		st.DurationUntilReset = durationpb.New(resetOf(e.limit, *res, now))
+		g.s.m.decision("grpc", dom.Name, e.label, *res, e.shadow)
+	default:
+		return st, false
+	}
+	switch {
+	case !over:
+	case e.quota:
+		st.DurationUntilReset = nil
+	case !e.shadow:
+		st.Code = rlspb.RateLimitResponse_OVER_LIMIT
+	}
+	return st, over
+}
+
+// resetOf is the duration_until_reset of a limit: for a fixed window, the
+// time to the end of the current window, as envoyproxy/ratelimit counts
+// it (whole seconds, epoch-aligned); for the other algorithms, the time
+// until the limit is back to full.
+func resetOf(lim ratewarden.Limit, res ratewarden.Result, now time.Time) time.Duration {
+	if lim.Algorithm == ratewarden.FixedWindow {
+		return windowReset(lim.Period, now)
+	}
+	return res.ResetAfter
+}
+
+// windowReset is the time from now to the end of the epoch-aligned window
+// of period, in whole seconds (1 to the period's seconds), as
+// envoyproxy/ratelimit's duration_until_reset and RateLimit-Reset.
+func windowReset(period time.Duration, now time.Time) time.Duration {
+	sec := int64(period / time.Second)
+	if sec <= 0 {
+		return period
+	}
+	return time.Duration(sec-now.Unix()%sec) * time.Second
+}
+
+// draftHeaders are ratewarden's headers: RateLimit-Policy and RateLimit
+// with one item per enforced limit (requests_per_unit 0 included),
+// X-RateLimit-* for the binding one, Retry-After when over. Shadow and
+// quota limits are left out unless no enforced limit applies.
+func draftHeaders(evals []evalDesc, over bool) []*corepb.HeaderValue {
+	var hdr, shadowHdr ratewarden.Decision
+	var policies, shadowPolicies []httplimit.Policy
+	seen := map[*ratewarden.Result]bool{}
+	for i := range evals {
+		e := &evals[i]
+		var res ratewarden.Result
+		switch e.kind {
+		case kindCounted:
+			if seen[&e.unit.res[e.idx]] {
+				continue
+			}
+			seen[&e.unit.res[e.idx]] = true
+			res = e.unit.res[e.idx]
+		case kindZero:
+			reset := windowReset(e.period, time.Now())
+			res = ratewarden.Result{Limit: ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Period: e.period}, RetryAfter: reset, ResetAfter: reset}
+		default:
+			continue
+		}
+		p := httplimit.Policy{Name: e.label, Limit: res.Limit}
+		if e.shadow {
+			shadowHdr.Results, shadowPolicies = append(shadowHdr.Results, res), append(shadowPolicies, p)
+		} else {
+			hdr.Results, policies = append(hdr.Results, res), append(policies, p)
+		}
+	}
+	if len(hdr.Results) == 0 {
+		hdr, policies = shadowHdr, shadowPolicies
+		for i := range hdr.Results {
+			hdr.Results[i].Allowed = true // a shadow limit never rejects
+			hdr.Results[i].RetryAfter = 0
+		}
+	}
+	hdr.Allowed = !over
+	var out []*corepb.HeaderValue
+	for _, f := range httplimit.NewRenderer(httplimit.DraftHeaders|httplimit.XRateLimitHeaders, policies...).Append(nil, hdr, over) {
+		// Lower case, as HTTP/2 (and Envoy) want header names.
+		out = append(out, &corepb.HeaderValue{Key: strings.ToLower(f.Name), Value: f.Value})
+	}
+	return out
 }
 
 // override applies a descriptor's limit override, as envoyproxy/ratelimit
@@ -340,7 +473,7 @@ func (g *rls) override(e *evalDesc, o *rlcommon.RateLimitDescriptor_RateLimitOve
 	}
 	unit := overrideUnits[o.GetUnit()]
 	e.rl = &config.RateLimit{Unit: unit, RequestsPerUnit: o.GetRequestsPerUnit()}
-	e.mult, e.label = mult, "override"
+	e.mult, e.label, e.period = mult, "override", period
 	alg, failure := config.DefaultEnvoyAlgorithm, config.FailurePolicy("")
 	if node != nil {
 		e.label = node.Path + "(override)"
@@ -393,16 +526,24 @@ func currentLimit(e *evalDesc) *rlspb.RateLimitResponse_RateLimit {
 
 // envoyKey is the store key of a descriptor: the domain and every entry,
 // each escaped so that no two descriptors share a key by accident. Each
-// distinct value counts separately, as in envoyproxy/ratelimit.
-func envoyKey(domain string, entries []config.Entry) string {
+// distinct value counts separately, as in envoyproxy/ratelimit, except an
+// entry i matched by a share_threshold wildcard: its value is that
+// wildcard, shared[i], after a bare '*', which no escaped value holds, so
+// every value matching the wildcard counts on one key.
+func envoyKey(domain string, entries []config.Entry, shared []string) string {
 	var b strings.Builder
 	b.WriteString("envoy/")
 	b.WriteString(url.QueryEscape(domain))
-	for _, e := range entries {
+	for i, e := range entries {
 		b.WriteByte('/')
 		b.WriteString(url.QueryEscape(e.Key))
 		b.WriteByte('=')
-		b.WriteString(url.QueryEscape(e.Value))
+		v := e.Value
+		if i < len(shared) && shared[i] != "" {
+			b.WriteByte('*')
+			v = shared[i]
+		}
+		b.WriteString(url.QueryEscape(v))
 	}
 	return b.String()
 }

@@ -19,8 +19,8 @@ func TestHugeHitsAddendSaturates(t *testing.T) {
 	}
 	r := shouldRL(t, c, "hourly", 1, big(), big())
 	wantCodes(t, "2 × 2^63 hits", r, over, over, over)
-	if got := r.Statuses[0].GetLimitRemaining(); got != 100 {
-		t.Errorf("remaining %d, want 100 (nothing consumed)", got)
+	if got := r.Statuses[0].GetLimitRemaining(); got != 0 {
+		t.Errorf("remaining %d, want 0 (over the limit, as envoyproxy/ratelimit says)", got)
 	}
 	d := desc("k", "huge")
 	d.HitsAddend = wrapperspb.UInt64(math.MaxUint64)

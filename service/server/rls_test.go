@@ -135,7 +135,13 @@ func TestEnvoyExampleConfig(t *testing.T) {
 	})
 	t.Run("shadow mode", func(t *testing.T) {
 		wantCodes(t, "shadow 2", shouldRL(t, c, "edge", 2, desc("experiment", "a")), ok, ok)
-		wantCodes(t, "shadow 3rd", shouldRL(t, c, "edge", 1, desc("experiment", "a")), ok, over)
+		// Over the limit, a shadow descriptor's status is OK with 0
+		// remaining, as envoyproxy/ratelimit answers it.
+		r := shouldRL(t, c, "edge", 1, desc("experiment", "a"))
+		wantCodes(t, "shadow 3rd", r, ok, ok)
+		if st := r.Statuses[0]; st.GetLimitRemaining() != 0 || st.GetCurrentLimit().GetRequestsPerUnit() != 2 || st.GetDurationUntilReset().AsDuration() <= 0 {
+			t.Errorf("shadow 3rd status %v", st)
+		}
 	})
 	t.Run("replaces", func(t *testing.T) {
 		// Alone, per_client (5/min) applies.
@@ -172,8 +178,8 @@ func TestEnvoyExampleConfig(t *testing.T) {
 		// More hits than the limit's capacity can never pass, and take nothing.
 		r = shouldRL(t, c, "edge", 6, desc("client_id", "cap"))
 		wantCodes(t, "6 of capacity 5", r, over, over)
-		if r.Statuses[0].GetLimitRemaining() != 5 {
-			t.Errorf("cap remaining %d, want 5", r.Statuses[0].GetLimitRemaining())
+		if st := r.Statuses[0]; st.GetLimitRemaining() != 0 || st.GetDurationUntilReset().AsDuration() <= 0 {
+			t.Errorf("cap status %v, want 0 remaining and the window's end, as envoyproxy/ratelimit", st)
 		}
 		wantCodes(t, "cap full", shouldRL(t, c, "edge", 5, desc("client_id", "cap")), ok, ok)
 	})

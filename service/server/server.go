@@ -83,6 +83,7 @@ type Server struct {
 	maxKey         int
 	inline         config.InlineLimits
 	adminAddr      string
+	envoy          EnvoyCompat
 	reg            *prometheus.Registry
 	m              *metrics
 	limiters       sync.Map // config.FailurePolicy -> *ratewarden.Limiter
@@ -131,6 +132,7 @@ type options struct {
 	maxKey         int
 	inline         config.InlineLimits
 	adminAddr      string
+	envoy          EnvoyCompat
 }
 
 // WithConfig sets a configuration that is already loaded (no reload).
@@ -216,6 +218,8 @@ func (o *options) validate() error {
 		msg = fmt.Sprintf("WithMaxBodyBytes: max body bytes must be > 0, got %d", o.maxBody)
 	case o.maxKey <= 0:
 		msg = fmt.Sprintf("WithMaxKeyBytes: max key bytes must be > 0, got %d", o.maxKey)
+	case o.envoy.Headers < RLSHeadersRatewarden || o.envoy.Headers > RLSHeadersNone:
+		msg = fmt.Sprintf("WithEnvoyCompat: unknown Headers %d", o.envoy.Headers)
 	case o.inline.MaxPeriod < 0 || o.inline.MaxRate < 0 || o.inline.MaxSlidingLog < 0 || o.inline.MaxCost < 0:
 		msg = fmt.Sprintf("WithInlineLimits: maxima must not be negative, got %+v", o.inline)
 	default:
@@ -262,6 +266,7 @@ func New(backend Backend, opts ...Option) (*Server, error) {
 		maxKey:         o.maxKey,
 		inline:         o.inline,
 		adminAddr:      o.adminAddr,
+		envoy:          o.envoy,
 		reg:            prometheus.NewRegistry(),
 		health:         health.NewServer(),
 		stop:           make(chan struct{}),
@@ -335,7 +340,7 @@ func (s *Server) Reload() error {
 	if fp, err := config.Fingerprint(s.paths...); err == nil {
 		s.fingerprint = fp
 	}
-	cfg, err := config.Load(s.paths...)
+	cfg, err := config.Loader{MergeDomains: s.envoy.MergeDomains}.Load(s.paths...)
 	first := s.snap.Load() == nil
 	if err != nil {
 		s.m.reloads.WithLabelValues("failure").Inc()
@@ -350,60 +355,6 @@ func (s *Server) Reload() error {
 	s.m.configOK.Set(1)
 	s.log.Info("config loaded", "files", cfg.Files, "policies", len(cfg.Policies), "domains", len(cfg.Domains), "reload", !first)
 	return nil
-}
-
-// watch polls the config files' fingerprint and reloads on change, once
-// the new fingerprint has been seen on two polls in a row: a file caught
-// half-written (truncated, then filled, as `cat > f` or a non-atomic save
-// does) is not loaded until it stops changing.
-func (s *Server) watch() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.interval)
-	defer t.Stop()
-	lastErr := ""
-	var st settle
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		fp, err := config.Fingerprint(s.paths...)
-		s.reloadMu.Lock()
-		changed := err == nil && fp != s.fingerprint
-		s.reloadMu.Unlock()
-		if err != nil {
-			if err.Error() != lastErr { // say it once, not every tick
-				s.log.Warn("config watch: cannot read the config files; keeping the configuration in force", "err", err)
-				lastErr = err.Error()
-			}
-			continue
-		}
-		lastErr = ""
-		if st.stable(fp, changed) {
-			_ = s.Reload() // logged inside
-		}
-	}
-}
-
-// settle tells the watcher when a changed fingerprint has settled.
-type settle struct{ pending string }
-
-// stable is called on every poll with the fingerprint read and whether it
-// differs from the loaded one. It reports true when a changed fingerprint
-// is the same one the previous poll saw: the files stopped changing.
-func (st *settle) stable(fp string, changed bool) bool {
-	switch {
-	case !changed:
-		st.pending = ""
-		return false
-	case fp != st.pending:
-		st.pending = fp // changed: reload if it is the same on the next poll
-		return false
-	default:
-		st.pending = ""
-		return true
-	}
 }
 
 // Ready reports nil when the server can decide with the shared store:

@@ -1,0 +1,145 @@
+package server
+
+import (
+	"math"
+	"strconv"
+	"time"
+
+	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// RLSHeaders chooses the response_headers_to_add of gRPC answers.
+type RLSHeaders int
+
+const (
+	// RLSHeadersRatewarden (the default) sends ratewarden's headers in
+	// lower case: ratelimit-policy and ratelimit (the IETF draft), one
+	// item per enforced limit, x-ratelimit-limit, -remaining and -reset
+	// for the binding one, and retry-after when over the limit.
+	RLSHeadersRatewarden RLSHeaders = iota
+	// RLSHeadersEnvoy sends what envoyproxy/ratelimit sends with
+	// LIMIT_RESPONSE_HEADERS_ENABLED=true: RateLimit-Limit,
+	// RateLimit-Remaining and RateLimit-Reset (names as EnvoyCompat
+	// gives them) of one descriptor: the last one over its limit, else
+	// the one with the fewest remaining.
+	RLSHeadersEnvoy
+	// RLSHeadersNone sends no headers: envoyproxy/ratelimit's default.
+	RLSHeadersNone
+)
+
+// The header names of RLSHeadersEnvoy when EnvoyCompat names none:
+// envoyproxy/ratelimit's defaults.
+const (
+	DefaultLimitHeader     = "RateLimit-Limit"
+	DefaultRemainingHeader = "RateLimit-Remaining"
+	DefaultResetHeader     = "RateLimit-Reset"
+)
+
+// EnvoyCompat holds the settings of envoyproxy/ratelimit's environment
+// that change its gRPC answers and config loading, for a migration that
+// keeps them. The zero EnvoyCompat is ratewarden's default.
+type EnvoyCompat struct {
+	// Headers chooses the response headers (LIMIT_RESPONSE_HEADERS_ENABLED).
+	Headers RLSHeaders
+	// LimitHeader, RemainingHeader and ResetHeader name RLSHeadersEnvoy's
+	// headers (LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER,
+	// LIMIT_RESET_HEADER); empty means the default name.
+	LimitHeader, RemainingHeader, ResetHeader string
+	// DynamicMetadata adds the request's domain, descriptors and hits and
+	// the quota_mode violations to each answer's dynamic_metadata
+	// (RESPONSE_DYNAMIC_METADATA).
+	DynamicMetadata bool
+	// ShadowMode makes every answer's overall code OK; statuses still say
+	// OVER_LIMIT (SHADOW_MODE).
+	ShadowMode bool
+	// QuotaMode answers every limit as quota_mode (QUOTA_MODE).
+	QuotaMode bool
+	// MergeDomains merges config documents of one domain
+	// (MERGE_DOMAIN_CONFIG): config.Loader.MergeDomains for the files
+	// WithConfigPaths names.
+	MergeDomains bool
+}
+
+// WithEnvoyCompat sets envoyproxy/ratelimit's settings the gRPC service
+// follows; see EnvoyCompat.
+func WithEnvoyCompat(c EnvoyCompat) Option {
+	return func(o *options) { o.envoy = c }
+}
+
+// headers are RLSHeadersEnvoy's headers for the statuses of an answer:
+// those of the last status over its limit that is not in quota mode, else
+// of the status with a limit and the fewest remaining (the first of
+// equals), as envoyproxy/ratelimit picks it. Reset is the window's end in
+// seconds.
+func (c EnvoyCompat) headers(sts []*rlspb.RateLimitResponse_DescriptorStatus, evals []evalDesc, now time.Time) []*corepb.HeaderValue {
+	pick, least := -1, uint32(math.MaxUint32)
+	for i, st := range sts {
+		switch {
+		case st.GetCurrentLimit() == nil:
+		case st.GetCode() == rlspb.RateLimitResponse_OVER_LIMIT:
+			pick, least = i, 0
+		case st.GetLimitRemaining() < least:
+			pick, least = i, st.GetLimitRemaining()
+		}
+	}
+	if pick < 0 {
+		return nil
+	}
+	st := sts[pick]
+	return []*corepb.HeaderValue{
+		{Key: nameOr(c.LimitHeader, DefaultLimitHeader), Value: strconv.FormatUint(uint64(st.GetCurrentLimit().GetRequestsPerUnit()), 10)},
+		{Key: nameOr(c.RemainingHeader, DefaultRemainingHeader), Value: strconv.FormatUint(uint64(st.GetLimitRemaining()), 10)},
+		{Key: nameOr(c.ResetHeader, DefaultResetHeader), Value: strconv.FormatInt(int64(windowReset(evals[pick].period, now)/time.Second), 10)},
+	}
+}
+
+func nameOr(name, def string) string {
+	if name == "" {
+		return def
+	}
+	return name
+}
+
+// dynamicMetadata is the dynamic_metadata of an answer, with the fields
+// envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA gives: domain,
+// descriptors (each with its entries as "key=value", its limit override
+// in protobuf text form and its hits_addend), hitsAddend,
+// quotaModeViolations (the indexes of descriptors over a quota_mode
+// limit) and quotaModeEnabled.
+func dynamicMetadata(req *rlspb.RateLimitRequest, evals []evalDesc, quotaOver []int) *structpb.Struct {
+	f := map[string]*structpb.Value{"domain": structpb.NewStringValue(req.GetDomain())}
+	var descs []*structpb.Value
+	for _, d := range req.GetDescriptors() {
+		var entries []*structpb.Value
+		for _, e := range d.GetEntries() {
+			entries = append(entries, structpb.NewStringValue(e.GetKey()+"="+e.GetValue()))
+		}
+		df := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: entries})}
+		if o := d.GetLimit(); o != nil {
+			df["limit"] = structpb.NewStringValue(o.String())
+		}
+		if h := d.GetHitsAddend(); h != nil {
+			df["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
+		}
+		descs = append(descs, structpb.NewStructValue(&structpb.Struct{Fields: df}))
+	}
+	f["descriptors"] = structpb.NewListValue(&structpb.ListValue{Values: descs})
+	if h := req.GetHitsAddend(); h != 0 {
+		f["hitsAddend"] = structpb.NewNumberValue(float64(h))
+	}
+	if len(quotaOver) > 0 {
+		var vs []*structpb.Value
+		for _, i := range quotaOver {
+			vs = append(vs, structpb.NewNumberValue(float64(i)))
+		}
+		f["quotaModeViolations"] = structpb.NewListValue(&structpb.ListValue{Values: vs})
+	}
+	enabled := false
+	for i := range evals {
+		enabled = enabled || (evals[i].qcfg && evals[i].kind != kindNone && evals[i].kind != kindUnlimited)
+	}
+	f["quotaModeEnabled"] = structpb.NewBoolValue(enabled)
+	return &structpb.Struct{Fields: f}
+}
