@@ -128,6 +128,7 @@ its file and line, or one line saying what is configured:
 
 func validate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("config validate", validateHead, "  0  valid\n  1  invalid, or a file could not be read\n  2  usage error\n")
+	merge := fs.Bool("merge-domains", false, "merge documents of the same Envoy domain, as serve --merge-domains (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)")
 	paths, code, done := parseCommand(fs, args, stdout, stderr)
 	if done {
 		return code
@@ -135,7 +136,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	if len(paths) == 0 {
 		return usageError(stderr, "config validate", "want at least one PATH")
 	}
-	cfg, err := config.Load(paths...)
+	cfg, err := config.Loader{MergeDomains: *merge}.Load(paths...)
 	if err != nil {
 		if ps := config.Problems(err); ps != nil {
 			for _, p := range ps {

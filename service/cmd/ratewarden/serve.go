@@ -51,11 +51,24 @@ func (b boolText) IsBoolFlag() bool   { return true }
 // envBoolFlag registers a boolean flag, default false or its environment
 // variable's value.
 func envBoolFlag(fs *flag.FlagSet, getenv func(string) string, name, env, help string) *string {
+	return peerBoolFlag(fs, getenv, name, env, "", help)
+}
+
+// peerBoolFlag is envBoolFlag with a second variable, envoyproxy/ratelimit's
+// name for the setting, read when the first is not set, so a migrated
+// deployment keeps its environment.
+func peerBoolFlag(fs *flag.FlagSet, getenv func(string) string, name, env, peerEnv, help string) *string {
 	v := "false"
 	if e := getenv(env); e != "" {
 		v = e
+	} else if e := getenv(peerEnv); peerEnv != "" && e != "" {
+		v = e
 	}
-	fs.Var(boolText{&v}, name, help+" ($"+env+")")
+	envs := " ($" + env + ")"
+	if peerEnv != "" {
+		envs = " ($" + env + ", else $" + peerEnv + ")"
+	}
+	fs.Var(boolText{&v}, name, help+envs)
 	return &v
 }
 
@@ -78,6 +91,8 @@ type serveFlags struct {
 	httpAddr, grpcAddr, cfgPaths, redisURL, token, failure, replicas *string
 	redisTimeout, reload, grace, logLevel, logFormat                 *string
 	inline, maxKeyBytes, adminAddr                                   *string
+	rlsHeaders, mergeDomains, dynMeta, shadowMode, quotaMode         *string
+	headerNames                                                      [3]string
 }
 
 // newServeFlags defines serve's flags on a new flag set.
@@ -99,7 +114,22 @@ func newServeFlags(getenv func(string) string) (*flag.FlagSet, serveFlags) {
 		inline:       envBoolFlag(fs, getenv, "inline-limits", "RATEWARDEN_INLINE_LIMITS", `take inline limits ("limit" in /v1 requests), bounded by the config's inline_limits maxima; a config's inline_limits.enabled turns them on too`),
 		maxKeyBytes:  envFlag(fs, getenv, "max-key-bytes", "RATEWARDEN_MAX_KEY_BYTES", strconv.Itoa(server.DefaultMaxKeyBytes), "cap on a caller key's bytes (HTTP key, Envoy domain and descriptor entries)"),
 		adminAddr:    envFlag(fs, getenv, "admin-addr", "RATEWARDEN_ADMIN_ADDR", "", "serve /metrics and the detailed /readyz on this address instead of the HTTP address (empty: on the HTTP address)"),
+		rlsHeaders:   envFlag(fs, getenv, "rls-headers", "RATEWARDEN_RLS_HEADERS", defaultRLSHeaders(getenv), "gRPC answers' headers: ratewarden (RateLimit draft and X-RateLimit-*), envoy (envoyproxy/ratelimit's RateLimit-Limit/-Remaining/-Reset, named by $LIMIT_LIMIT_HEADER, $LIMIT_REMAINING_HEADER, $LIMIT_RESET_HEADER) or none; default envoy when $LIMIT_RESPONSE_HEADERS_ENABLED is true"),
+		mergeDomains: peerBoolFlag(fs, getenv, "merge-domains", "RATEWARDEN_MERGE_DOMAINS", "MERGE_DOMAIN_CONFIG", "merge config documents of the same Envoy domain instead of refusing the second"),
+		dynMeta:      peerBoolFlag(fs, getenv, "response-dynamic-metadata", "RATEWARDEN_RESPONSE_DYNAMIC_METADATA", "RESPONSE_DYNAMIC_METADATA", "add the request's domain, descriptors and quota_mode violations to gRPC answers' dynamic_metadata"),
+		shadowMode:   peerBoolFlag(fs, getenv, "shadow-mode", "RATEWARDEN_SHADOW_MODE", "SHADOW_MODE", "gRPC answers are always OK overall; statuses still say OVER_LIMIT"),
+		quotaMode:    peerBoolFlag(fs, getenv, "quota-mode", "RATEWARDEN_QUOTA_MODE", "QUOTA_MODE", "every Envoy limit in quota_mode: over the limit is OK, with no duration_until_reset"),
+		headerNames:  [3]string{getenv("LIMIT_LIMIT_HEADER"), getenv("LIMIT_REMAINING_HEADER"), getenv("LIMIT_RESET_HEADER")},
 	}
+}
+
+// defaultRLSHeaders is --rls-headers' default: envoy when
+// envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED is true.
+func defaultRLSHeaders(getenv func(string) string) string {
+	if on, err := strconv.ParseBool(getenv("LIMIT_RESPONSE_HEADERS_ENABLED")); err == nil && on {
+		return "envoy"
+	}
+	return "ratewarden"
 }
 
 // serve runs "ratewarden serve": settings from the flags, then the
@@ -148,6 +178,7 @@ type settings struct {
 	inline             bool
 	maxKeyBytes        int
 	adminAddr          string
+	envoy              server.EnvoyCompat
 }
 
 // settings parses and checks the flags' values. Its errors name the flag.
@@ -196,6 +227,38 @@ func (f serveFlags) exposure(st *settings) error {
 	if st.maxKeyBytes, err = strconv.Atoi(*f.maxKeyBytes); err != nil || st.maxKeyBytes < 1 {
 		return fmt.Errorf("--max-key-bytes %q: want a whole number >= 1", *f.maxKeyBytes)
 	}
+	return f.envoyCompat(st)
+}
+
+// envoyCompat parses the flags of envoyproxy/ratelimit's settings.
+func (f serveFlags) envoyCompat(st *settings) error {
+	e := &st.envoy
+	switch *f.rlsHeaders {
+	case "ratewarden":
+	case "envoy":
+		e.Headers = server.RLSHeadersEnvoy
+	case "none":
+		e.Headers = server.RLSHeadersNone
+	default:
+		return fmt.Errorf("--rls-headers %q: want ratewarden, envoy or none", *f.rlsHeaders)
+	}
+	e.LimitHeader, e.RemainingHeader, e.ResetHeader = f.headerNames[0], f.headerNames[1], f.headerNames[2]
+	for _, b := range []struct {
+		flag string
+		val  *string
+		dst  *bool
+	}{
+		{"--merge-domains", f.mergeDomains, &e.MergeDomains},
+		{"--response-dynamic-metadata", f.dynMeta, &e.DynamicMetadata},
+		{"--shadow-mode", f.shadowMode, &e.ShadowMode},
+		{"--quota-mode", f.quotaMode, &e.QuotaMode},
+	} {
+		v, err := strconv.ParseBool(*b.val)
+		if err != nil {
+			return fmt.Errorf("%s %q: want true or false", b.flag, *b.val)
+		}
+		*b.dst = v
+	}
 	return nil
 }
 
@@ -236,6 +299,7 @@ func wire(st settings, stderr io.Writer) (*service, error) {
 		server.WithInlineLimits(config.InlineLimits{Enabled: st.inline}),
 		server.WithMaxKeyBytes(st.maxKeyBytes),
 		server.WithAdminAddr(st.adminAddr),
+		server.WithEnvoyCompat(st.envoy),
 	}
 	if st.configPaths == nil {
 		var err error
