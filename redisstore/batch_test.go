@@ -261,7 +261,7 @@ func TestBatchBadKeyFailsAlone(t *testing.T) {
 	// The bad key fails its own check only; the others in its batch are
 	// decided as usual.
 	for i, err := range errs {
-		if bad := i == 1; bad != errors.Is(err, ratewarden.ErrStoreUnavailable) || !bad && err != nil {
+		if bad := i == 1; bad != errors.Is(err, ratewarden.ErrKeyState) || !bad && err != nil || errors.Is(err, ratewarden.ErrStoreUnavailable) {
 			t.Errorf("check %d of the batch (bad: %v): %v", i, bad, err)
 		}
 	}

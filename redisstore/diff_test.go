@@ -40,7 +40,7 @@ func (e *atEval) rescript(body string) evaluator {
 	var inner evaluator
 	switch x := e.evaluator.(type) {
 	case *rueidisEval:
-		inner = &rueidisEval{c: x.c, lua: rueidis.NewLuaScript(testClockLua + body)}
+		inner = newRueidisEval(x.c, testClockLua+body)
 	case *goRedisEval:
 		inner = &goRedisEval{c: x.c, s: redis.NewScript(testClockLua + body)}
 	default:
@@ -63,7 +63,7 @@ func (e *sameClock) eval(ctx context.Context, keys, args []string, dst []int64) 
 // newClockStore returns a Store on c whose script takes now from ev.now.
 func newClockStore(tb testing.TB, c rueidis.Client) (*Store, *atEval) {
 	tb.Helper()
-	return clockStore(tb, &rueidisEval{c: c, lua: rueidis.NewLuaScript(testClockLua + checkBody)})
+	return clockStore(tb, newRueidisEval(c, testClockLua+checkBody))
 }
 
 func clockStore(tb testing.TB, inner evaluator) (*Store, *atEval) {

@@ -2,6 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
@@ -9,6 +14,10 @@ import (
 
 // evaluator is the seam between the Store and a Redis client: run the
 // script once, or delete keys. Both Redis clients implement it.
+//
+// Both return as soon as ctx ends, with ctx's error, whatever the client
+// is still waiting for: a caller who gives up is never held by a stalled
+// Redis.
 type evaluator interface {
 	// eval runs the script with keys and args and appends the reply's
 	// integers to dst.
@@ -17,13 +26,60 @@ type evaluator interface {
 	del(ctx context.Context, keys []string) error
 }
 
+// rueidisEval runs the script with EVALSHA, and EVAL when Redis answers
+// NOSCRIPT, built here rather than by rueidis.Lua so that every command can
+// take rueidis' pipeline path (see cancelOnly).
 type rueidisEval struct {
-	c   rueidis.Client
-	lua *rueidis.Lua // EVALSHA, EVAL on NOSCRIPT
+	c      rueidis.Client
+	script string
+	sha    string
+	chans  sync.Pool // chan rueidis.RedisResult, capacity 1, empty
+}
+
+func newRueidisEval(c rueidis.Client, script string) *rueidisEval {
+	sum := sha1.Sum([]byte(script))
+	return &rueidisEval{c: c, script: script, sha: hex.EncodeToString(sum[:])}
+}
+
+// cancelOnly is a context that ends when its parent does but reports no
+// deadline. rueidis sends a command with a deadline and no other command in
+// flight on a synchronous path that puts the deadline on the socket, and
+// closes the connection when it passes, failing every other command on it.
+// Without a deadline, and marked as a pipeline command (ToPipe), a command
+// goes through the pipeline, which gives up on it when the context ends
+// and keeps the connection; the deadline still ends the context.
+type cancelOnly struct{ context.Context }
+
+func (cancelOnly) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// do sends cmd and returns its result, or ctx's error as soon as ctx ends.
+// rueidis itself does not give up everywhere: a connection it (re)dials
+// runs its handshake under the dial timeout (5s) whatever the context
+// does, and callers queue behind it. So the command runs on a goroutine of
+// its own that the caller leaves when ctx ends; the goroutine ends when
+// rueidis returns, and its result is dropped.
+func (e *rueidisEval) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	ch, _ := e.chans.Get().(chan rueidis.RedisResult)
+	if ch == nil {
+		ch = make(chan rueidis.RedisResult, 1)
+	}
+	go func() { ch <- e.c.Do(cancelOnly{ctx}, cmd) }()
+	select {
+	case res := <-ch:
+		e.chans.Put(ch)
+		return res
+	case <-ctx.Done():
+		return rueidis.NewErrorResult(ctx.Err()) // ch stays with the goroutine
+	}
 }
 
 func (e *rueidisEval) eval(ctx context.Context, keys, args []string, dst []int64) ([]int64, error) {
-	msgs, err := e.lua.Exec(ctx, e.c, keys, args).ToArray()
+	n := int64(len(keys))
+	res := e.do(ctx, e.c.B().Evalsha().Sha1(e.sha).Numkeys(n).Key(keys...).Arg(args...).Build().ToPipe())
+	if err := res.Error(); err != nil && isNoScript(err) {
+		res = e.do(ctx, e.c.B().Eval().Script(e.script).Numkeys(n).Key(keys...).Arg(args...).Build().ToPipe())
+	}
+	msgs, err := res.ToArray()
 	if err != nil {
 		return dst, err
 	}
@@ -37,8 +93,13 @@ func (e *rueidisEval) eval(ctx context.Context, keys, args []string, dst []int64
 	return dst, nil
 }
 
+func isNoScript(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && strings.HasPrefix(re.Error(), "NOSCRIPT")
+}
+
 func (e *rueidisEval) del(ctx context.Context, keys []string) error {
-	return e.c.Do(ctx, e.c.B().Del().Key(keys...).Build()).Error()
+	return e.do(ctx, e.c.B().Del().Key(keys...).Build().ToPipe()).Error()
 }
 
 type goRedisEval struct {
@@ -51,7 +112,12 @@ func (e *goRedisEval) eval(ctx context.Context, keys, args []string, dst []int64
 	for i, s := range args {
 		a[i] = s
 	}
-	vals, err := e.s.Run(ctx, e.c, keys, a...).Int64Slice()
+	keys = detach(ctx, keys)
+	var vals []int64
+	err := prompt(ctx, func() (err error) {
+		vals, err = e.s.Run(ctx, e.c, keys, a...).Int64Slice()
+		return err
+	})
 	if err != nil {
 		return dst, err
 	}
@@ -59,5 +125,35 @@ func (e *goRedisEval) eval(ctx context.Context, keys, args []string, dst []int64
 }
 
 func (e *goRedisEval) del(ctx context.Context, keys []string) error {
-	return e.c.Del(ctx, keys...).Err()
+	keys = detach(ctx, keys)
+	return prompt(ctx, func() error { return e.c.Del(ctx, keys...).Err() })
+}
+
+// detach copies keys, which the caller reuses once a call returns, when
+// prompt may leave fn running after that.
+func detach(ctx context.Context, keys []string) []string {
+	if ctx.Done() == nil {
+		return keys
+	}
+	return append([]string(nil), keys...)
+}
+
+// prompt runs fn, which only sees ctx's deadline (go-redis puts it on the
+// socket and reads on through a cancellation), on its own goroutine when
+// ctx can end (the Store's calls always can: see Store.bound), and returns
+// ctx's error as soon as ctx ends. fn then
+// finishes on its own within the deadline and its result is dropped; it
+// must not write anything the caller reads after prompt returned early.
+func prompt(ctx context.Context, fn func() error) error {
+	if ctx.Done() == nil {
+		return fn()
+	}
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/rueidis"
 )
 
 // A Lender takes a key's units out of Redis in batches and gives unused
@@ -82,6 +81,8 @@ func (l *Lender) Take(ctx context.Context, key string, limit ratewarden.Limit, n
 	if err := ctx.Err(); err != nil {
 		return Grant{}, unavailable(ctx, "take", err)
 	}
+	ctx, cancel := l.s.bound(ctx)
+	defer cancel()
 	e := l.s.enc.get(limit)
 	args := []string{"take", e.args[0], e.args[1], e.args[2], e.args[3],
 		strconv.FormatInt(need, 10), strconv.FormatInt(want, 10)}
@@ -131,6 +132,8 @@ func (l *Lender) GiveBack(ctx context.Context, key string, limit ratewarden.Limi
 	if err := ctx.Err(); err != nil {
 		return 0, unavailable(ctx, "give back", err)
 	}
+	ctx, cancel := l.s.bound(ctx)
+	defer cancel()
 	args := []string{"give", strconv.FormatInt(window.UnixMicro(), 10), strconv.FormatInt(n, 10)}
 	var buf [2]int64
 	out, err := l.ev.eval(ctx, []string{l.s.Key(key, limit)}, args, buf[:0])
@@ -164,7 +167,7 @@ type rescripter interface {
 }
 
 func (e *rueidisEval) rescript(body string) evaluator {
-	return &rueidisEval{c: e.c, lua: rueidis.NewLuaScript(clockLua + body)}
+	return newRueidisEval(e.c, clockLua+body)
 }
 
 func (e *goRedisEval) rescript(body string) evaluator {

@@ -217,7 +217,7 @@ func TestNewLenderRefuses(t *testing.T) {
 		t.Errorf("NewLender(nil): %v", err)
 	}
 	srv := testredis.Start(t)
-	s, err := newStore(plainEval{&rueidisEval{c: newClient(t, srv.Addr), lua: rueidis.NewLuaScript(script)}}, false, nil)
+	s, err := newStore(plainEval{newRueidisEval(newClient(t, srv.Addr), script)}, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestNewLenderRefuses(t *testing.T) {
 }
 
 // A take from a key that holds another type or a malformed state fails
-// with ErrStoreUnavailable and changes nothing.
+// with ErrKeyState (not ErrStoreUnavailable) and changes nothing.
 func TestLenderWrongType(t *testing.T) {
 	srv := testredis.Start(t)
 	s := openStore(t, srv.Addr)
@@ -240,12 +240,12 @@ func TestLenderWrongType(t *testing.T) {
 	do(t, srv, "SET", s.Key("bad", fw), "not a window")
 	do(t, srv, "LPUSH", s.Key("bad", tb), "x")
 	for _, lim := range []ratewarden.Limit{fw, tb} {
-		if _, err := ld.Take(bg, "bad", lim, 1, 5); !errors.Is(err, ratewarden.ErrStoreUnavailable) {
-			t.Errorf("take %v: %v, want ErrStoreUnavailable", lim, err)
+		if _, err := ld.Take(bg, "bad", lim, 1, 5); !errors.Is(err, ratewarden.ErrKeyState) || errors.Is(err, ratewarden.ErrStoreUnavailable) || strings.Contains(err.Error(), "bad") {
+			t.Errorf("take %v: %v, want ErrKeyState only, without the key", lim, err)
 		}
 	}
-	if _, err := ld.GiveBack(bg, "bad", fw, time.Now(), 1); !errors.Is(err, ratewarden.ErrStoreUnavailable) {
-		t.Errorf("give back: %v, want ErrStoreUnavailable", err)
+	if _, err := ld.GiveBack(bg, "bad", fw, time.Now(), 1); !errors.Is(err, ratewarden.ErrKeyState) || errors.Is(err, ratewarden.ErrStoreUnavailable) {
+		t.Errorf("give back: %v, want ErrKeyState only", err)
 	}
 	if v := do(t, srv, "GET", s.Key("bad", fw)); v != "not a window" {
 		t.Errorf("state after the failed take: %q", v)

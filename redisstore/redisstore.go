@@ -27,8 +27,9 @@ const DefaultPrefix = "rw:"
 // the Store.
 type Store struct {
 	ev     evaluator
-	bat    *batcher // nil: every check is its own script call
-	prefix string
+	bat     *batcher // nil: every check is its own script call
+	prefix  string
+	timeout time.Duration // for callers whose context has no deadline
 	enc    encCache
 	calls  sync.Pool // *call
 }
@@ -37,6 +38,7 @@ type Store struct {
 type Option func(*config)
 
 type config struct {
+	timeout    time.Duration
 	prefix     string
 	batching   bool
 	batchSize  int
@@ -49,6 +51,19 @@ type config struct {
 // key.
 func WithPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }
+}
+
+// DefaultTimeout bounds a call whose context has no deadline.
+const DefaultTimeout = time.Second
+
+// WithTimeout sets how long a call whose context has no deadline may take
+// (default DefaultTimeout); d must be > 0. A deadline on the caller's
+// context, earlier or later, is used as it is. Without this bound a caller
+// with context.Background() would wait for the client's own write timeout
+// (rueidis: 10s) on a stalled Redis. A call returns as soon as its context
+// ends in any case, with the context's error.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) { c.timeout = d }
 }
 
 // WithBatching turns micro-batching on (the default) or off. With it on,
@@ -83,7 +98,7 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 	if nilcheck.Is(client) {
 		return nil, fmt.Errorf("redisstore: client must not be nil%s: %w", nilcheck.Describe(client), ratewarden.ErrInvalidConfig)
 	}
-	return newStore(&rueidisEval{c: client, lua: rueidis.NewLuaScript(script)}, client.Mode() == rueidis.ClientModeCluster, opts)
+	return newStore(newRueidisEval(client, script), client.Mode() == rueidis.ClientModeCluster, opts)
 }
 
 // NewGoRedis returns a Store on an existing go-redis v9 client: a
@@ -110,7 +125,7 @@ func isGoRedisSharded(c redis.UniversalClient) bool {
 }
 
 func newStore(ev evaluator, sharded bool, opts []Option) (*Store, error) {
-	c := config{prefix: DefaultPrefix, batching: true, batchSize: DefaultBatchSize, batchLanes: DefaultBatchLanes}
+	c := config{timeout: DefaultTimeout, prefix: DefaultPrefix, batching: true, batchSize: DefaultBatchSize, batchLanes: DefaultBatchLanes}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("redisstore: nil Option: %w", ratewarden.ErrInvalidConfig)
@@ -124,8 +139,10 @@ func newStore(ev evaluator, sharded bool, opts []Option) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: batch size must be at least 1, got %d: %w", c.batchSize, ratewarden.ErrInvalidConfig)
 	case c.batchLanes < 1:
 		return nil, fmt.Errorf("redisstore: batch lanes must be at least 1, got %d: %w", c.batchLanes, ratewarden.ErrInvalidConfig)
+	case c.timeout <= 0:
+		return nil, fmt.Errorf("redisstore: timeout must be > 0, got %v: %w", c.timeout, ratewarden.ErrInvalidConfig)
 	}
-	s := &Store{ev: ev, prefix: c.prefix}
+	s := &Store{ev: ev, prefix: c.prefix, timeout: c.timeout}
 	s.calls.New = func() any { return &call{callState: callState{done: make(chan struct{}, 1)}} }
 	if c.batching && !sharded {
 		s.bat = newBatcher(ev, &s.calls, c.batchSize, c.batchLanes)
@@ -167,6 +184,8 @@ func (s *Store) check(ctx context.Context, req *ratewarden.Request, res []ratewa
 	if err := ctx.Err(); err != nil {
 		return 0, unavailable(ctx, "eval", err)
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	c := s.calls.Get().(*call)
 	c.reset()
 	s.appendCheck(c, req)
@@ -189,11 +208,8 @@ func (s *Store) check(ctx context.Context, req *ratewarden.Request, res []ratewa
 		return 0, fmt.Errorf("redisstore: eval: reply has %d integers, want %d: %w", len(out), 1+4*len(req.Limits), ratewarden.ErrStoreUnavailable)
 	}
 	if out[1] == -1 {
-		keys := make([]string, len(req.Limits))
-		for i, lim := range req.Limits {
-			keys[i] = s.Key(req.Key, lim)
-		}
-		return 0, fmt.Errorf("redisstore: eval %s: wrong type or malformed state in %s: %w", req.Limits[0].Scope(), strings.Join(keys, " or "), ratewarden.ErrStoreUnavailable)
+		// The key stays out of the error, which may reach logs and metrics.
+		return 0, fmt.Errorf("redisstore: eval %s: %s: %w", req.Limits[0].Scope(), keyStateDetail, ratewarden.ErrKeyState)
 	}
 	for i, lim := range req.Limits {
 		r := out[1+4*i:]
@@ -214,6 +230,8 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...ratewarden.Limi
 	if err := ctx.Err(); err != nil {
 		return unavailable(ctx, "reset", err)
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	c := s.calls.Get().(*call)
 	defer s.calls.Put(c)
 	c.reset()
@@ -241,9 +259,58 @@ func (s *Store) appendCheck(c *call, req *ratewarden.Request) {
 	}
 }
 
+// bound gives ctx the Store's timeout when it has no deadline.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+// keyStateDetail says what ErrKeyState means here, without the key.
+const keyStateDetail = "a key of this check holds another type or a malformed state (written by another program under the prefix? Reset repairs it)"
+
+// refusals are the Redis error replies that say why Redis would not run a
+// command: each is a store failure, named for what it is.
+var refusals = []struct{ prefix, detail string }{
+	{"OOM", "Redis is out of memory (maxmemory reached) and refuses writes"},
+	{"READONLY", "Redis is a read-only replica (a failover in progress?)"},
+	{"MISCONF", "Redis refuses writes after a failed snapshot"},
+	{"BUSY", "Redis is busy running a script"},
+	{"LOADING", "Redis is loading its dataset"},
+	{"MASTERDOWN", "the replica lost its primary"},
+	{"CLUSTERDOWN", "the cluster is down"},
+	{"TRYAGAIN", "the cluster is moving the key's slot"},
+	{"NOPERM", "the Redis user may not run this command"},
+	{"NOAUTH", "Redis wants authentication"},
+}
+
+// refusal returns the detail of the refusal msg starts with, if any. A
+// script's error carries Redis' code after a prefix of its own
+// ("ERR user_script:7: OOM ..."), so the first few words are looked at.
+func refusal(msg string) string {
+	words := strings.Fields(msg)
+	for _, w := range words[:min(len(words), 3)] {
+		for _, r := range refusals {
+			if w == r.prefix {
+				return r.detail
+			}
+		}
+	}
+	return ""
+}
+
 // unavailable wraps a backend error with ErrStoreUnavailable and, when the
-// caller's context is done, with its error too.
+// caller's context is done, with its error too. A WRONGTYPE reply is the
+// key's own trouble (ErrKeyState); the refusals above are named.
 func unavailable(ctx context.Context, op string, err error) error {
+	msg := err.Error()
+	if strings.Contains(msg, "WRONGTYPE") || strings.Contains(msg, "ratewarden: malformed") {
+		return fmt.Errorf("redisstore: %s: %s: %w", op, keyStateDetail, ratewarden.ErrKeyState)
+	}
+	if d := refusal(msg); d != "" {
+		op += ": " + d
+	}
 	cerr := ctx.Err()
 	if d, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(d) {
 		// A client that puts the deadline on the socket (go-redis) can

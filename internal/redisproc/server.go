@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -364,4 +365,24 @@ func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return strings.TrimSpace(string(t.b))
+}
+
+// Freeze stops the server's process (SIGSTOP): connections stay open and
+// accept bytes, nothing is answered, as on a host that stalls. Thaw
+// resumes it. Both are no-ops once the server was killed.
+func (s *Server) Freeze() error { return s.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a server stopped by Freeze (SIGCONT).
+func (s *Server) Thaw() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return nil
+	}
+	if err := s.proc.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("redisproc: signal %v to %s: %w", sig, s.Addr, err)
+	}
+	return nil
 }

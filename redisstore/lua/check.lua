@@ -11,7 +11,8 @@
 -- Reply: now, then per limit of every check
 --   allowed (0|1), remaining, retry_after_us, reset_after_us
 -- A check whose keys hold another type or a malformed state has allowed -1
--- on its first limit (and zeros elsewhere): it fails alone.
+-- on its first limit (and zeros elsewhere): it fails alone. Any other error
+-- (Redis refusing writes: OOM, READONLY, MISCONF) fails the whole call.
 -- Integers only: Redis truncates Lua numbers in replies.
 
 -- One state record per limit position, reused by every check.
@@ -60,12 +61,31 @@ local function run(o, n, peek, m, ai, ki)
   end
 end
 
+-- key_state reports whether an error raised inside a check is about the
+-- key's own state: Redis' WRONGTYPE (another type under the key) or a
+-- loader's "malformed" (state.lua). Anything else (OOM, READONLY,
+-- MISCONF, an unknown algorithm code) is Redis' or the caller's trouble,
+-- not this key's, and fails the whole call.
+local find = string.find
+local function key_state(e)
+  local msg = e
+  if type(e) == 'table' then msg = e.err end
+  msg = tostring(msg)
+  return find(msg, 'WRONGTYPE', 1, true) ~= nil or find(msg, 'ratewarden: malformed', 1, true) ~= nil
+end
+
 local ki, ai, nargs = 1, base, #ARGV
 while ai <= nargs do
   local n, peek, m = tonumber(ARGV[ai]), ARGV[ai + 1] == '1', tonumber(ARGV[ai + 2])
   ai = ai + 3
   local o = #out
-  if not pcall(run, o, n, peek, m, ai, ki) then
+  local ok, e = pcall(run, o, n, peek, m, ai, ki)
+  if not ok then
+    -- Not this key's trouble: the call fails with Redis' own error.
+    if not key_state(e) then
+      if type(e) == 'table' then return e end
+      return redis.error_reply(tostring(e))
+    end
     -- A key of this check holds another type or a malformed state. Every
     -- read comes before the check's first write, so it wrote nothing; it
     -- fails alone (allowed -1) and the other checks of a batch go on.

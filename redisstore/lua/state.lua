@@ -41,7 +41,7 @@ local function load_window(st, key)
     return
   end
   local s, c, p = match(v, '^(%d+) (%d+) (%d+)$')
-  if not s then error('ratewarden: malformed window state at ' .. key) end
+  if not s then error('ratewarden: malformed window state') end
   st.start, st.curr, st.prev = tonumber(s), tonumber(c), tonumber(p)
 end
 
@@ -64,7 +64,7 @@ local function load_bucket(st, key)
   end
   local t, f = match(v, '^(%d+)$'), '0'
   if not t then t, f = match(v, '^(%d+) (%d+)$') end
-  if not t then error('ratewarden: malformed token bucket state at ' .. key) end
+  if not t then error('ratewarden: malformed token bucket state') end
   st.tat, st.frac = tonumber(t), tonumber(f)
 end
 

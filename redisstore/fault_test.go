@@ -1,0 +1,184 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/testredis"
+)
+
+// freeze stops srv's process until the test ends (or thaw is called).
+func freeze(t *testing.T, srv *testredis.Server) (thaw func()) {
+	t.Helper()
+	if err := srv.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	thaw = func() {
+		once.Do(func() {
+			if err := srv.Thaw(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(thaw)
+	return thaw
+}
+
+// A caller that cancels while Redis is stopped gets its context's error at
+// once, not when the store's timeout or the client's socket deadline
+// passes: on the lone-check path, the batched path and go-redis, one
+// caller at a time and eight at once.
+func TestCancelIsPrompt(t *testing.T) {
+	srv := testredis.Start(t)
+	stores := []struct {
+		name string
+		s    *Store
+	}{
+		{"rueidis", openStore(t, srv.Addr, WithTimeout(2*time.Second))},
+		{"rueidis unbatched", openStore(t, srv.Addr, WithTimeout(2*time.Second), WithBatching(false))},
+		{"go-redis", openGoRedisStore(t, srv.Addr, WithTimeout(2*time.Second))},
+	}
+	lim := ratewarden.PerMinute(1000)
+	for _, st := range stores {
+		if _, err := check(st.s, "warm", lim, 1); err != nil {
+			t.Fatalf("%s: warm-up: %v", st.name, err)
+		}
+	}
+	freeze(t, srv)
+	const cancelAfter = 20 * time.Millisecond
+	for _, st := range stores {
+		var lags []time.Duration
+		var mu sync.Mutex
+		one := func(i int) {
+			ctx, cancel := context.WithCancel(bg)
+			var at time.Time
+			timer := time.AfterFunc(cancelAfter, func() {
+				mu.Lock()
+				at = time.Now()
+				mu.Unlock()
+				cancel()
+			})
+			defer timer.Stop()
+			_, err := check(st.s, fmt.Sprintf("k%d", i), lim, 1, ctx)
+			back := time.Now()
+			mu.Lock()
+			defer mu.Unlock()
+			if at.IsZero() {
+				t.Errorf("%s: check %d returned before its cancel: %v", st.name, i, err)
+				return
+			}
+			if !errors.Is(err, context.Canceled) || !errors.Is(err, ratewarden.ErrStoreUnavailable) {
+				t.Errorf("%s: canceled check: %v; want context.Canceled and ErrStoreUnavailable", st.name, err)
+			}
+			lags = append(lags, back.Sub(at))
+		}
+		for i := range 20 {
+			one(i)
+		}
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() { one(100 + i) })
+		}
+		wg.Wait()
+		slices.Sort(lags)
+		p99 := lags[len(lags)*99/100]
+		t.Logf("%s: %d canceled checks returned a median %v and a p99 %v after their cancel (store timeout 2s)", st.name, len(lags), lags[len(lags)/2], p99)
+		// Generous for a busy machine; a store that waited for its timeout
+		// would take 2s.
+		if p99 > 500*time.Millisecond {
+			t.Errorf("%s: p99 %v from cancel to return, want well under the 2s timeout", st.name, p99)
+		}
+	}
+}
+
+// A caller with no deadline waits the Store's timeout at most, not the
+// client's 10s write timeout.
+func TestDefaultTimeout(t *testing.T) {
+	srv := testredis.Start(t)
+	for name, s := range map[string]*Store{
+		"rueidis":  openStore(t, srv.Addr, WithTimeout(300*time.Millisecond)),
+		"go-redis": openGoRedisStore(t, srv.Addr, WithTimeout(300*time.Millisecond)),
+	} {
+		if _, err := check(s, "warm", ratewarden.PerMinute(10), 1); err != nil {
+			t.Fatalf("%s: warm-up: %v", name, err)
+		}
+		thaw := freeze(t, srv)
+		start := time.Now()
+		_, err := check(s, "k", ratewarden.PerMinute(10), 1)
+		took := time.Since(start)
+		rerr := s.Reset(bg, "k", ratewarden.PerMinute(10))
+		thaw()
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ratewarden.ErrStoreUnavailable) {
+			t.Errorf("%s: check on a stopped Redis: %v; want DeadlineExceeded and ErrStoreUnavailable", name, err)
+		}
+		if !errors.Is(rerr, context.DeadlineExceeded) {
+			t.Errorf("%s: reset on a stopped Redis: %v; want DeadlineExceeded", name, rerr)
+		}
+		if took < 300*time.Millisecond || took > 5*time.Second {
+			t.Errorf("%s: the check took %v with WithTimeout(300ms); want the timeout, far from the client's 10s", name, took)
+		}
+	}
+	if _, err := New(newClient(t, srv.Addr), WithTimeout(0)); !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), "timeout must be > 0") {
+		t.Errorf("WithTimeout(0): %v", err)
+	}
+}
+
+// Redis refusing writes is a store failure named for what it is, never a
+// key's bad state, and the error carries no key.
+func TestRedisRefusesWrites(t *testing.T) {
+	srv := testredis.Start(t)
+	port, err := testredis.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fault := range []struct {
+		name, want string
+		on, off    [][]string
+	}{
+		{"OOM", "out of memory", [][]string{{"CONFIG", "SET", "maxmemory", "1"}}, [][]string{{"CONFIG", "SET", "maxmemory", "0"}}},
+		{"READONLY", "read-only replica", [][]string{{"REPLICAOF", "127.0.0.1", fmt.Sprint(port)}}, [][]string{{"REPLICAOF", "NO", "ONE"}}},
+	} {
+		for name, s := range map[string]*Store{"rueidis": openStore(t, srv.Addr), "go-redis": openGoRedisStore(t, srv.Addr)} {
+			for _, c := range fault.on {
+				do(t, srv, c...)
+			}
+			for _, lim := range []ratewarden.Limit{ratewarden.PerMinute(1000), {Algorithm: ratewarden.SlidingLog, Rate: 5, Period: time.Minute}} {
+				_, err := check(s, "secret-key", lim, 1)
+				if err == nil && fault.name == "OOM" && lim.Algorithm == ratewarden.SlidingLog {
+					// The log first drops its expired entries, and Redis lets a
+					// script that already wrote go on writing past maxmemory.
+					continue
+				}
+				if !errors.Is(err, ratewarden.ErrStoreUnavailable) || errors.Is(err, ratewarden.ErrKeyState) ||
+					!strings.Contains(err.Error(), fault.want) || !strings.Contains(err.Error(), fault.name) || strings.Contains(err.Error(), "secret") {
+					t.Errorf("%s %s %v: %v; want ErrStoreUnavailable naming %q, without the key", fault.name, name, lim, err, fault.want)
+				}
+			}
+			for _, c := range fault.off {
+				do(t, srv, c...)
+			}
+			if _, err := check(s, "secret-key", ratewarden.PerMinute(1000), 1); err != nil {
+				t.Errorf("%s %s: after the fault: %v", fault.name, name, err)
+			}
+		}
+	}
+}
+
+// check runs one check of cost n on key under lim, on ctx[0] if given.
+func check(s *Store, key string, lim ratewarden.Limit, n int64, ctx ...context.Context) (ratewarden.Result, error) {
+	c := bg
+	if len(ctx) > 0 {
+		c = ctx[0]
+	}
+	res := make([]ratewarden.Result, 1)
+	err := s.Check(c, &ratewarden.Request{Key: key, Limits: []ratewarden.Limit{lim}, Cost: n}, res)
+	return res[0], err
+}
