@@ -26,12 +26,12 @@ const DefaultPrefix = "rw:"
 // The Store does not own its client: close the client after the last use of
 // the Store.
 type Store struct {
-	ev     evaluator
+	ev      evaluator
 	bat     *batcher // nil: every check is its own script call
 	prefix  string
 	timeout time.Duration // for callers whose context has no deadline
-	enc    encCache
-	calls  sync.Pool // *call
+	enc     encCache
+	calls   sync.Pool // *call
 }
 
 // Option configures a Store.
