@@ -30,6 +30,7 @@ type Store struct {
 	bat     *batcher // nil: every check is its own script call
 	prefix  string
 	timeout time.Duration // for callers whose context has no deadline
+	charge  chargeScript
 	enc     encCache
 	calls   sync.Pool // *call
 }

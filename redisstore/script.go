@@ -11,6 +11,7 @@ import _ "embed"
 //	algorithms.lua  the four algorithms and the limit decoder
 //	check.lua       the check script's own part: a list of checks
 //	lease.lua       the lease script's own part: take and give back
+//	charge.lua      the charge script's own part: units spent elsewhere
 //
 // Every part after the clock is shared text, so a test can put its own
 // clock in front of the very same body (testClockLua in diff_test.go).
@@ -27,10 +28,13 @@ var (
 	checkLua string
 	//go:embed lua/lease.lua
 	leaseLua string
+	//go:embed lua/charge.lua
+	chargeLua string
 
 	// checkBody and leaseBody are the two scripts after their clock.
-	checkBody = arithLua + stateLua + algorithmsLua + checkLua
-	leaseBody = arithLua + stateLua + algorithmsLua + leaseLua
+	checkBody  = arithLua + stateLua + algorithmsLua + checkLua
+	leaseBody  = arithLua + stateLua + algorithmsLua + leaseLua
+	chargeBody = arithLua + stateLua + algorithmsLua + chargeLua
 
 	// script decides checks (Store.Check). The lease script (Lender) is
 	// clockLua + leaseBody, put together by the Store's evaluator
