@@ -1,0 +1,191 @@
+package ginlimit_test
+
+import (
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/adapters/ginlimit"
+	"github.com/ratewarden/ratewarden/httplimit"
+	"github.com/ratewarden/ratewarden/memstore"
+)
+
+// exampleLimiter is a Limiter on a memstore whose clock stands still, so
+// the output does not depend on when the example runs. A real service
+// uses redisstore.
+func exampleLimiter() *ratewarden.Limiter {
+	at := time.Date(2026, 3, 1, 12, 0, 20, 0, time.UTC)
+	st, err := memstore.New(memstore.WithClock(func() time.Time { return at }))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return lim
+}
+
+func get(h http.Handler, path string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	r.RemoteAddr = "203.0.113.7:5000"
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func ExampleNew() {
+	gin.SetMode(gin.ReleaseMode)
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(2)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	gl, err := ginlimit.New(mw)
+	if err != nil {
+		log.Fatal(err)
+	}
+	router := gin.New()
+	router.Use(gl.Handler())
+	router.GET("/hello", func(c *gin.Context) { c.String(http.StatusOK, "hello") })
+	for range 3 {
+		w := get(router, "/hello")
+		fmt.Println(w.Code, w.Header().Get("RateLimit"))
+	}
+	w := get(router, "/hello")
+	fmt.Println(w.Header().Get("Content-Type"), w.Header().Get("Retry-After"))
+	fmt.Println(w.Body.String())
+	// Output:
+	// 200 "2/1m";r=1;t=60
+	// 200 "2/1m";r=0;t=60
+	// 429 "2/1m";r=0;t=60
+	// application/problem+json 60
+	// {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"Rate limit \"2/1m\" exceeded; retry in 60 s.","retry_after":60,"violated-policies":["2/1m"]}
+}
+
+func ExampleMiddleware_Handler() {
+	gin.SetMode(gin.ReleaseMode)
+	// Per-route limits by the route's pattern: every item shares one budget.
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Pattern))
+	if err != nil {
+		log.Fatal(err)
+	}
+	gl, err := ginlimit.New(mw)
+	if err != nil {
+		log.Fatal(err)
+	}
+	router := gin.New()
+	router.GET("/items/:id", gl.Handler(), func(c *gin.Context) { c.String(http.StatusOK, "item") })
+	fmt.Println(get(router, "/items/1").Code, get(router, "/items/2").Code)
+	// Output: 200 429
+}
+
+func ExampleMiddleware_Check() {
+	gin.SetMode(gin.ReleaseMode)
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithRule(httplimit.Rule{
+		Name: "login-user", Policies: []httplimit.Policy{{Name: "logins", Limit: ratewarden.PerMinute(1)}},
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	gl, err := ginlimit.New(mw)
+	if err != nil {
+		log.Fatal(err)
+	}
+	router := gin.New()
+	router.GET("/login", func(c *gin.Context) {
+		if !gl.Check(c, "user:"+c.Query("user")) {
+			return // answered and aborted
+		}
+		c.String(http.StatusOK, "checking the password")
+	})
+	fmt.Println(get(router, "/login?user=ann").Code, get(router, "/login?user=ann").Code, get(router, "/login?user=bob").Code)
+	// Output: 200 429 200
+}
+
+func ExampleWithDeniedHandler() {
+	gin.SetMode(gin.ReleaseMode)
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	gl, err := ginlimit.New(mw, ginlimit.WithDeniedHandler(func(c *gin.Context, info httplimit.Info) {
+		c.AbortWithStatusJSON(http.StatusTooManyRequests, gin.H{"error": "slow down", "rule": info.Rule})
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	router := gin.New()
+	router.Use(gl.Handler())
+	router.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+	get(router, "/")
+	fmt.Println(get(router, "/").Body.String())
+	// Output: {"error":"slow down","rule":"default"}
+}
+
+func ExampleWithErrorHandler() {
+	gin.SetMode(gin.ReleaseMode)
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("X-Api-Key")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	gl, err := ginlimit.New(mw, ginlimit.WithErrorHandler(func(c *gin.Context, err error) {
+		c.AbortWithStatusJSON(http.StatusUnauthorized, gin.H{"error": "send an API key"})
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	router := gin.New()
+	router.Use(gl.Handler())
+	router.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+	w := get(router, "/")
+	fmt.Println(w.Code, w.Body.String())
+	// Output: 401 {"error":"send an API key"}
+}
+
+func ExampleDenied() {
+	gin.SetMode(gin.ReleaseMode)
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Denied is the default; a custom handler can log and then call it.
+	gl, err := ginlimit.New(mw, ginlimit.WithDeniedHandler(func(c *gin.Context, info httplimit.Info) {
+		fmt.Println("denied", info.Key)
+		ginlimit.Denied(c, info)
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	router := gin.New()
+	router.Use(gl.Handler())
+	router.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+	get(router, "/")
+	fmt.Println(get(router, "/").Code)
+	// Output:
+	// denied default|ip:203.0.113.7
+	// 429
+}
+
+func ExampleError() {
+	gin.SetMode(gin.ReleaseMode)
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("X-Api-Key")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	gl, err := ginlimit.New(mw) // Error is the default
+	if err != nil {
+		log.Fatal(err)
+	}
+	router := gin.New()
+	router.Use(gl.Handler())
+	router.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+	w := get(router, "/")
+	fmt.Println(w.Code, strings.Contains(w.Body.String(), "does not identify a client"))
+	// Output: 400 true
+}
