@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,8 +34,15 @@ type rueidisEval struct {
 	c      rueidis.Client
 	script string
 	sha    string
-	chans  sync.Pool // chan rueidis.RedisResult, capacity 1, empty
+	chans  sync.Pool    // chan rueidis.RedisResult, capacity 1, empty
+	calm   atomic.Int64 // commands in a row without a connection error, up to calmAfter
 }
+
+// calmAfter is how many commands in a row must go through without a
+// connection error before do sends from the caller's goroutine. rueidis
+// picks one of its few connections at random for each command, so by then
+// every one of them has been dialed and proven.
+const calmAfter = 256
 
 func newRueidisEval(c rueidis.Client, script string) *rueidisEval {
 	sum := sha1.Sum([]byte(script))
@@ -53,23 +61,46 @@ type cancelOnly struct{ context.Context }
 func (cancelOnly) Deadline() (time.Time, bool) { return time.Time{}, false }
 
 // do sends cmd and returns its result, or ctx's error as soon as ctx ends.
-// rueidis itself does not give up everywhere: a connection it (re)dials
-// runs its handshake under the dial timeout (5s) whatever the context
-// does, and callers queue behind it. So the command runs on a goroutine of
-// its own that the caller leaves when ctx ends; the goroutine ends when
-// rueidis returns, and its result is dropped.
+//
+// On connections that are up, rueidis' pipeline gives up on a command when
+// its context ends, so while things are calm do sends from the caller's
+// goroutine. rueidis does not give up everywhere, though: a connection it
+// (re)dials runs its handshake under the dial timeout (5s) whatever the
+// context does, and callers queue behind it. So from the first connection
+// error until calmAfter commands have gone through again, each command
+// runs on a goroutine of its own that the caller leaves when ctx ends; the
+// goroutine ends when rueidis returns, and its result is dropped.
 func (e *rueidisEval) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if e.calm.Load() >= calmAfter {
+		res := e.c.Do(cancelOnly{ctx}, cmd)
+		e.note(res)
+		return res
+	}
 	ch, _ := e.chans.Get().(chan rueidis.RedisResult)
 	if ch == nil {
 		ch = make(chan rueidis.RedisResult, 1)
 	}
-	go func() { ch <- e.c.Do(cancelOnly{ctx}, cmd) }()
+	go func() {
+		res := e.c.Do(cancelOnly{ctx}, cmd)
+		e.note(res)
+		ch <- res
+	}()
 	select {
 	case res := <-ch:
 		e.chans.Put(ch)
 		return res
 	case <-ctx.Done():
 		return rueidis.NewErrorResult(ctx.Err()) // ch stays with the goroutine
+	}
+}
+
+// note counts res toward calm, or ends the calm on a connection error (an
+// error reply from Redis says nothing about the connection).
+func (e *rueidisEval) note(res rueidis.RedisResult) {
+	if res.NonRedisError() != nil {
+		e.calm.Store(0)
+	} else if e.calm.Load() < calmAfter {
+		e.calm.Add(1)
 	}
 }
 

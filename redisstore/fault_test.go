@@ -38,18 +38,28 @@ func freeze(t *testing.T, srv *testredis.Server) (thaw func()) {
 // caller at a time and eight at once.
 func TestCancelIsPrompt(t *testing.T) {
 	srv := testredis.Start(t)
+	// Warmed by one check, a store is still proving its connections; by
+	// 2 × calmAfter, it sends from the caller's goroutine (see do).
 	stores := []struct {
 		name string
 		s    *Store
+		warm int
 	}{
-		{"rueidis", openStore(t, srv.Addr, WithTimeout(2*time.Second))},
-		{"rueidis unbatched", openStore(t, srv.Addr, WithTimeout(2*time.Second), WithBatching(false))},
-		{"go-redis", openGoRedisStore(t, srv.Addr, WithTimeout(2*time.Second))},
+		{"rueidis", openStore(t, srv.Addr, WithTimeout(2*time.Second)), 1},
+		{"rueidis calm", openStore(t, srv.Addr, WithTimeout(2*time.Second)), 2 * calmAfter},
+		{"rueidis unbatched", openStore(t, srv.Addr, WithTimeout(2*time.Second), WithBatching(false)), 1},
+		{"rueidis unbatched calm", openStore(t, srv.Addr, WithTimeout(2*time.Second), WithBatching(false)), 2 * calmAfter},
+		{"go-redis", openGoRedisStore(t, srv.Addr, WithTimeout(2*time.Second)), 1},
 	}
-	lim := ratewarden.PerMinute(1000)
+	lim := ratewarden.PerMinute(ratewarden.MaxRate)
 	for _, st := range stores {
-		if _, err := check(st.s, "warm", lim, 1); err != nil {
-			t.Fatalf("%s: warm-up: %v", st.name, err)
+		for range st.warm {
+			if _, err := check(st.s, "warm", lim, 1); err != nil {
+				t.Fatalf("%s: warm-up: %v", st.name, err)
+			}
+		}
+		if ev, ok := st.s.ev.(*rueidisEval); ok && (ev.calm.Load() >= calmAfter) != (st.warm >= calmAfter) {
+			t.Fatalf("%s: calm %d after %d checks", st.name, ev.calm.Load(), st.warm)
 		}
 	}
 	freeze(t, srv)
