@@ -45,8 +45,9 @@ func (s *Server) watch() {
 	}
 	tick := time.NewTicker(s.interval)
 	defer tick.Stop()
-	check := time.NewTimer(time.Hour)
-	check.Stop()
+	// A first check at once: an edit made between the load and the
+	// watches above sent no notification.
+	check := time.NewTimer(0)
 	c := checker{s: s}
 	for {
 		var pending bool
