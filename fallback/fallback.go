@@ -23,20 +23,32 @@
 // with a nil error: an outage is an answer, not a failure.
 //
 // Each call to the primary runs under WithTimeout (default 50ms; an
-// earlier deadline of the caller wins). The breaker
-// (github.com/sony/gobreaker/v2) opens after WithTripAfter consecutive
-// failures or a WithTripRatio share of them, calls nothing while open, and
-// lets a probe through after WithProbeInterval: decisions come from the
-// primary again within 2 × the probe interval + the timeout of its
-// recovery. Every state change is logged (WithLogger) and reported
-// (WithOnStateChange); State backs readiness checks.
+// earlier deadline of the caller wins, and then a timeout is the
+// caller's). The breaker (github.com/sony/gobreaker/v2) counts round
+// trips, not calls: of the calls in flight together, which one stalled
+// pipeline or batched script call fails at once, only the first to finish
+// counts. It opens after WithTripAfter round trips in a row failed (5) or
+// when at least half of 20 or more in the WithWindow (10s) did, calls
+// nothing while open, and lets a probe through after WithProbeInterval:
+// decisions come from the primary again within 2 × the probe interval +
+// the timeout of its recovery. Every state change is logged (WithLogger)
+// and reported (WithOnStateChange); State backs readiness checks.
 //
 // A failure is an error wrapping ratewarden.ErrStoreUnavailable or no
 // ratewarden sentinel at all. The primary's bad-input errors and the end of
 // the caller's context are returned as errors and never count; answers the
 // primary gives without its backend (Source cache or lease) count neither
-// way. Reset is no decision: during an outage it returns an error wrapping
+// way. A key whose stored state is unusable (ratewarden.ErrKeyState) is
+// that key's trouble: it is answered by the policy, counted as the
+// primary's success, and logged once per 10s without the key. Reset is no
+// decision: during an outage it returns an error wrapping
 // ratewarden.ErrStoreUnavailable.
+//
+// What LocalFallback admitted during an outage is written back to a
+// primary that is a ratewarden.Charger (redisstore) once the breaker
+// closes, and the keys concerned stay on their local share for a grace of
+// 2 × the probe interval + the timeout, until every replica has written
+// its part back: a window open across the outage counts both.
 //
 // NewPartitioned keeps one breaker per part of the key space (a Redis
 // Cluster's slot groups). Like every ratewarden.Store these assume valid
@@ -80,7 +92,15 @@ type Store struct {
 
 	openedAt atomic.Int64 // time.Time.UnixNano of the last change to open
 	events   events
-	scratch  sync.Pool // *scratch for degraded decisions
+
+	base       time.Time // the origin of since, on the monotonic clock
+	rounds     rounds
+	keyStates  keyStates
+	journal    journal // LocalFallback admissions to write back; off without a Charger
+	charger    ratewarden.Charger
+	reconciled atomic.Int64
+	pins       pins
+	scratch    sync.Pool // *scratch for degraded decisions
 }
 
 // New returns a Store deciding on primary, configured by opts.
@@ -92,7 +112,11 @@ func New(primary ratewarden.Store, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{primary: primary, cfg: cfg, local: cfg.local}
+	s := &Store{primary: primary, cfg: cfg, local: cfg.local, base: time.Now()}
+	if c, ok := primary.(ratewarden.Charger); ok && cfg.reconcileKeys > 0 {
+		s.charger = c
+		s.journal.init(cfg.reconcileKeys)
+	}
 	if s.local == nil && (cfg.policy == LocalFallback || cfg.policyFor != nil) {
 		m, err := memstore.New()
 		if err != nil {
@@ -109,10 +133,13 @@ func New(primary ratewarden.Store, opts ...Option) (*Store, error) {
 		Timeout:       cfg.probeInterval,
 		ReadyToTrip:   s.readyToTrip,
 		OnStateChange: s.stateChanged,
-		IsExcluded:    isPass,
+		IsExcluded:    func(err error) bool { return err == errUncounted || isPass(err) },
 	})
 	return s, nil
 }
+
+// since is t on the Store's own monotonic clock, in nanoseconds.
+func (s *Store) since(t time.Time) int64 { return int64(t.Sub(s.base)) }
 
 func (s *Store) readyToTrip(c gobreaker.Counts) bool {
 	if uint64(c.ConsecutiveFailures) >= uint64(s.cfg.tripAfter) {
@@ -174,20 +201,33 @@ func isPass(err error) bool {
 	return errors.As(err, &p)
 }
 
-// classify turns the primary's error into what the breaker should count,
-// sorted by ratewarden.Classify (ctx is the caller's context): bad input
-// and a caller who gave up pass through uncounted; anything else is the
-// backend's failure.
-func classify(ctx context.Context, err error) error {
-	if err == errLocal {
+// keyStateError carries the primary's ratewarden.ErrKeyState: this key's
+// stored state is unusable, the primary is fine. The breaker counts the
+// call as a success (the primary answered); Check answers the key by the
+// failure policy.
+type keyStateError struct{ err error }
+
+func (e *keyStateError) Error() string { return e.err.Error() }
+
+// errUncounted marks an outcome the breaker leaves out because another call
+// of the same round trip already spoke for it (see rounds).
+var errUncounted = errors.New("fallback: outcome counted with its round trip")
+
+// judge turns the primary's answer to a call that started at start into
+// what it means here: nil; errLocal; a *passError (bad input, or the
+// caller's own end: see callersFault); a *keyStateError; or the cause of
+// a failure, wrapping ratewarden.ErrStoreUnavailable.
+func (s *Store) judge(ctx context.Context, start time.Time, err error) error {
+	if err == nil || err == errLocal {
 		return err
 	}
-	switch ratewarden.Classify(ctx, err) {
-	case ratewarden.NoError:
-		return nil
+	switch ratewarden.Classify(nil, err) { // the caller's context is looked at below
 	case ratewarden.InvalidInput:
 		return &passError{err}
-	case ratewarden.CallerCanceled:
+	case ratewarden.KeyState:
+		return &keyStateError{err}
+	}
+	if s.callersFault(ctx, start) {
 		return &passError{callerGone(ctx)}
 	}
 	if errors.Is(err, ratewarden.ErrStoreUnavailable) {
@@ -196,24 +236,63 @@ func classify(ctx context.Context, err error) error {
 	return fmt.Errorf("fallback: primary: %w: %w", err, ratewarden.ErrStoreUnavailable) // a backend error that follows no convention
 }
 
+// callersFault reports whether a call that started at start and failed
+// ended because of its caller: the caller canceled, or the caller's
+// deadline came no later than the call's own (start + WithTimeout) and has
+// passed. The earlier deadline owns a timeout, so a caller deadline later
+// than the store's leaves a timeout the store's, whatever the clock says
+// by the time it is looked at.
+func (s *Store) callersFault(ctx context.Context, start time.Time) bool {
+	if ctx.Err() == context.Canceled {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !d.After(start.Add(s.cfg.timeout)) && !time.Now().Before(d)
+}
+
 func callerGone(ctx context.Context) error {
-	return fmt.Errorf("fallback: caller gave up: %w: %w", context.Cause(ctx), ratewarden.ErrStoreUnavailable)
+	cause := context.Cause(ctx)
+	if cause == nil {
+		cause = context.DeadlineExceeded // the deadline passed; ctx's timer has yet to fire
+	}
+	return fmt.Errorf("fallback: caller gave up: %w: %w", cause, ratewarden.ErrStoreUnavailable)
 }
 
 // call runs fn on the primary through the breaker, under the deadline. It
-// returns nil, a *passError, or the cause of a failure (ErrOpen when the
-// breaker did not let the call through).
+// returns what judge made of fn's answer, or ErrOpen when the breaker did
+// not let the call through.
 func (s *Store) call(ctx context.Context, fn func(context.Context) error) error {
+	start, round := time.Now(), s.rounds.begin()
+	var out error
 	_, err := s.cb.Execute(func() (struct{}, error) {
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 		defer cancel()
-		return struct{}{}, classify(ctx, fn(cctx))
+		out = s.judge(ctx, start, fn(cctx))
+		return struct{}{}, s.count(round, out)
 	})
 	s.events.flush(s)
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		return ErrOpen
 	}
-	return err
+	return out
+}
+
+// count is what the breaker is told of out, the judged outcome of a call
+// that began round: caller's business and local answers are left out; a
+// success, a key's bad state (the primary answered) and a failure count
+// once per round trip (rounds).
+func (s *Store) count(round uint64, out error) error {
+	var ks *keyStateError
+	switch {
+	case isPass(out):
+		return out
+	case errors.As(out, &ks):
+		out = nil
+	}
+	if !s.rounds.first(round) {
+		return errUncounted
+	}
+	return out
 }
 
 // Check implements ratewarden.Store. It asks the primary under the
@@ -229,6 +308,9 @@ func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewa
 	if ctx.Err() != nil {
 		return callerGone(ctx)
 	}
+	if s.pinned(req.Key) {
+		return s.degrade(ctx, req, res, ErrRecovering)
+	}
 	err := s.call(ctx, func(cctx context.Context) error {
 		if err := s.primary.Check(cctx, req, res); err != nil {
 			return err
@@ -241,8 +323,12 @@ func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewa
 	if err == nil {
 		return nil
 	}
-	if p, ok := err.(*passError); ok {
-		return p.err
+	switch e := err.(type) {
+	case *passError:
+		return e.err
+	case *keyStateError:
+		s.keyStates.note(s)
+		return s.degrade(ctx, req, res, e.err)
 	}
 	return s.degrade(ctx, req, res, err)
 }
@@ -270,9 +356,13 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...ratewarden.Limi
 	}
 	// The error is already one of this package's (ErrOpen, a primary's
 	// unconventional error wrapped) or the primary's own: no second prefix.
+	s.journal.forget(key)
 	err := s.call(ctx, func(cctx context.Context) error { return s.primary.Reset(cctx, key, limits...) })
-	if p, ok := err.(*passError); ok {
-		return p.err
+	switch e := err.(type) {
+	case *passError:
+		return e.err
+	case *keyStateError:
+		return e.err
 	}
 	return err
 }
@@ -332,7 +422,11 @@ func (s *Store) degrade(ctx context.Context, req *ratewarden.Request, res []rate
 
 	closed := false
 	for i, l := range req.Limits {
-		switch p := s.policyOf(l); p {
+		p := s.policyOf(l)
+		if cause == ErrRecovering {
+			p = LocalFallback // only LocalFallback admissions are journaled and pinned
+		}
+		switch p {
 		case FailOpen:
 			rem := l.Capacity()
 			if !req.Peek {
@@ -349,7 +443,7 @@ func (s *Store) degrade(ctx context.Context, req *ratewarden.Request, res []rate
 		}
 	}
 	if len(sc.idx) > 0 {
-		if err := s.decideLocal(ctx, req, res, sc, closed); err != nil {
+		if err := s.decideLocal(ctx, req, res, sc, closed, !errors.Is(cause, ratewarden.ErrKeyState)); err != nil {
 			return err
 		}
 	}
@@ -381,7 +475,10 @@ func localKey(key string) string {
 // on the local store. It only peeks when another limit already denied
 // (closed) or when the cost exceeds a share's capacity: then the request
 // is denied and must consume nothing.
-func (s *Store) decideLocal(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result, sc *scratch, closed bool) error {
+//
+// With record set (an outage, not a key's bad state), an admission is
+// journaled to be written back to the primary when it returns.
+func (s *Store) decideLocal(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result, sc *scratch, closed, record bool) error {
 	tooBig := false
 	for _, l := range sc.limits {
 		tooBig = tooBig || req.Cost > l.Capacity()
@@ -408,6 +505,9 @@ func (s *Store) decideLocal(ctx context.Context, req *ratewarden.Request, res []
 		}
 		r.Source = ratewarden.SourceLocalFallback
 		res[i] = r
+	}
+	if record && !sc.req.Peek && sc.req.Cost > 0 && s.charger != nil {
+		s.recordLocal(req, sc)
 	}
 	return nil
 }
@@ -505,6 +605,7 @@ func (s *Store) report(t transition) {
 		msg += "; probing the primary store"
 	case t.to == StateClosed:
 		msg += "; primary store deciding again"
+		defer s.startReconcile()
 	}
 	s.cfg.logger.LogAttrs(context.Background(), level, msg,
 		slog.String("store", s.cfg.name),

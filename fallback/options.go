@@ -19,12 +19,12 @@ const (
 	// DefaultProbeInterval is how long the breaker stays open before it
 	// lets a probe through.
 	DefaultProbeInterval = time.Second
-	// DefaultTripAfter is the number of consecutive failures that opens
-	// the breaker.
+	// DefaultTripAfter is the number of round trips in a row that must
+	// fail to open the breaker.
 	DefaultTripAfter = 5
 	// DefaultTripRatio and DefaultTripMinRequests also open the breaker:
-	// when at least DefaultTripMinRequests calls finished within the
-	// window and at least this share of them failed.
+	// when at least DefaultTripMinRequests round trips finished within
+	// the window and at least this share of them failed.
 	DefaultTripRatio       = 0.5
 	DefaultTripMinRequests = 20
 	// DefaultWindow is the rolling window the failure ratio is counted
@@ -56,6 +56,7 @@ type config struct {
 	onDegraded    func(Policy, error)
 	local         ratewarden.Store
 	localSet      bool // WithLocalStore was given, so local must not be nil
+	reconcileKeys int
 }
 
 func defaultConfig() config {
@@ -71,6 +72,7 @@ func defaultConfig() config {
 		window:        DefaultWindow,
 		name:          "ratewarden",
 		logger:        slog.Default(),
+		reconcileKeys: DefaultReconcileKeys,
 	}
 }
 
@@ -115,6 +117,8 @@ func (c *config) validate() error {
 		detail = fmt.Sprintf("window must be >= 10ms, got %v", c.window)
 	case c.logger == nil:
 		detail = "logger must not be nil (use slog.New(slog.DiscardHandler) to silence it)"
+	case c.reconcileKeys < 0:
+		detail = fmt.Sprintf("reconcile keys must be >= 0, got %d", c.reconcileKeys)
 	case c.localSet && nilcheck.Is(c.local):
 		detail = "local store must not be nil" + nilcheck.Describe(c.local)
 	default:
@@ -182,14 +186,16 @@ func WithHalfOpenProbes(n int) Option {
 	return func(c *config) { c.probes = n }
 }
 
-// WithTripAfter opens the breaker after n consecutive failed calls
-// (default DefaultTripAfter); n must be >= 1.
+// WithTripAfter opens the breaker after n round trips in a row failed
+// (default DefaultTripAfter); n must be >= 1. Calls in flight together
+// are one round trip: the first of them to finish is counted, the others
+// not, so one stall that times out many calls at once is one failure.
 func WithTripAfter(n int) Option {
 	return func(c *config) { c.tripAfter = n }
 }
 
-// WithTripRatio also opens the breaker when at least minRequests calls
-// finished within the window (WithWindow) and at least ratio of them failed
+// WithTripRatio also opens the breaker when at least minRequests round
+// trips finished within the window (WithWindow) and at least ratio of them failed
 // (defaults DefaultTripRatio, DefaultTripMinRequests). This catches a
 // primary that fails often but not many times in a row. ratio must be in
 // (0, 1] and minRequests >= 1.
@@ -228,8 +234,10 @@ func WithOnStateChange(fn func(from, to State)) Option {
 }
 
 // WithOnDegraded registers fn to be told of every degraded Result: the
-// policy that answered and why the primary did not (an error wrapping
-// ratewarden.ErrStoreUnavailable; ErrOpen while the breaker is open). It
+// policy that answered and why the primary did not: an error wrapping
+// ratewarden.ErrStoreUnavailable (ErrOpen while the breaker is open), one
+// wrapping ratewarden.ErrKeyState (the key's own state is unusable), or
+// ErrRecovering (the key's grace after an outage). It
 // runs on the caller's goroutine, once per limit of a degraded check, and
 // must be quick; it is not given the key, which stays out of metrics and
 // logs. Nil removes it.
@@ -243,4 +251,15 @@ func WithOnDegraded(fn func(p Policy, cause error)) Option {
 // memstore.WithMaxKeys to bound it differently. st must not be nil.
 func WithLocalStore(st ratewarden.Store) Option {
 	return func(c *config) { c.local, c.localSet = st, true }
+}
+
+// WithReconcileKeys sets how many keys' LocalFallback admissions the Store
+// journals during an outage to write back to the primary when it returns
+// (default DefaultReconcileKeys; 0 turns the write-back off). Admissions
+// for further keys are counted in the write-back's log line, not written.
+// Write-back needs a primary that is a ratewarden.Charger (redisstore,
+// and the deny cache and lease decorators over it); others are never
+// journaled. n must be >= 0.
+func WithReconcileKeys(n int) Option {
+	return func(c *config) { c.reconcileKeys = n }
 }

@@ -436,3 +436,16 @@ func (l *Store) Leases() int {
 }
 
 var _ ratewarden.Store = (*Store)(nil)
+
+// Charge implements ratewarden.Charger on Redis (redisstore.Store.Charge):
+// units spent elsewhere count in the shared state. Units already leased to
+// this replica stay leased: they were taken from the same count, so the
+// charge only makes Redis deny sooner.
+func (l *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent ...ratewarden.Spent) error {
+	if err := l.store.Charge(ctx, key, limits, spent...); err != nil {
+		return fmt.Errorf("lease: %w", err)
+	}
+	return nil
+}
+
+var _ ratewarden.Charger = (*Store)(nil)
