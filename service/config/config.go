@@ -77,6 +77,10 @@ type Config struct {
 	Inline *InlineLimits
 	// Files are the files the configuration was read from, in order.
 	Files []string
+	// Warnings are what was accepted but ignored: a key of
+	// envoyproxy/ratelimit's format in a place where it means nothing
+	// (that service ignores it too).
+	Warnings []Problem
 }
 
 // Policy is a named limit for the HTTP API.

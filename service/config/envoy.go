@@ -176,21 +176,15 @@ func (p *parser) descriptor(n *yaml.Node, what, parentPath string) (*Descriptor,
 		p.errf(n, "%s: key is required", what)
 		ok = false
 	}
-	if d.ShareThreshold && !d.Prefix {
+	// envoyproxy/ratelimit takes a key ending in * with no value as a
+	// wildcard too (its own quirk, see docs/service.md); ratewarden
+	// accepts share_threshold there and it changes nothing.
+	if d.ShareThreshold && !d.Prefix && (d.Value != "" || !strings.HasSuffix(d.Key, "*")) {
 		p.errf(n, "%s: share_threshold applies only to a wildcard value (one ending in *), got %s", what, descValue(d))
 		ok = false
 	}
-	d.Path = d.Key
-	switch {
-	case d.Prefix:
-		d.Path += "=" + d.Value + "*"
-	case d.Value != "":
-		d.Path += "=" + d.Value
-	}
-	if parentPath != "" {
-		d.Path = parentPath + "." + d.Path
-	}
-	if rl != nil {
+	d.Path = descPath(d, parentPath)
+	if rl != nil && (rl.val.Kind != yaml.ScalarNode || rl.val.Tag != "!!null") { // rate_limit: with nothing is none
 		r, good := p.rateLimit(rl.val, what+".rate_limit")
 		d.RateLimit, ok = r, ok && good
 	}
@@ -199,6 +193,21 @@ func (p *parser) descriptor(n *yaml.Node, what, parentPath string) (*Descriptor,
 		d.Descriptors, ok = c, ok && good
 	}
 	return d, ok
+}
+
+// descPath is the Path of d under parentPath.
+func descPath(d *Descriptor, parentPath string) string {
+	path := d.Key
+	switch {
+	case d.Prefix:
+		path += "=" + d.Value + "*"
+	case d.Value != "":
+		path += "=" + d.Value
+	}
+	if parentPath != "" {
+		path = parentPath + "." + path
+	}
+	return path
 }
 
 // descriptorFlag reads one of a descriptor's booleans.

@@ -204,8 +204,20 @@ func (l *loader) parse(file string, data []byte) {
 
 // parser walks one document's nodes.
 type parser struct {
-	l    *loader
-	file string
+	l     *loader
+	file  string
+	envoy bool // an Envoy domain document
+}
+
+// peerKeys are the keys envoyproxy/ratelimit's loader knows. It checks
+// them wherever they appear and ignores one in the wrong place, so in an
+// Envoy document such a key is ignored here too, with a warning, where
+// any other unknown key is a problem.
+var peerKeys = []string{"domain", "key", "value", "descriptors", "rate_limit", "unit", "requests_per_unit",
+	"unlimited", "shadow_mode", "quota_mode", "name", "replaces", "detailed_metric", "value_to_metric", "share_threshold"}
+
+func (p *parser) warnf(n *yaml.Node, format string, args ...any) {
+	p.l.cfg.Warnings = append(p.l.cfg.Warnings, Problem{File: p.file, Line: n.Line, Msg: fmt.Sprintf(format, args...)})
 }
 
 func (p *parser) errf(n *yaml.Node, format string, args ...any) {
@@ -253,7 +265,11 @@ func (p *parser) mapping(n *yaml.Node, what string, allowed ...string) ([]field,
 		}
 		seen[k.Value] = k.Line
 		if allowed != nil && !slices.Contains(allowed, k.Value) {
-			p.errf(k, "%s: unknown key %q (want %s)", what, k.Value, strings.Join(allowed, ", "))
+			if p.envoy && slices.Contains(peerKeys, k.Value) {
+				p.warnf(k, "%s: %q does not belong here and is ignored (as envoyproxy/ratelimit ignores it); want %s", what, k.Value, strings.Join(allowed, ", "))
+			} else {
+				p.errf(k, "%s: unknown key %q (want %s)", what, k.Value, strings.Join(allowed, ", "))
+			}
 			continue
 		}
 		out = append(out, field{name: k.Value, key: k, val: v})
@@ -340,6 +356,7 @@ func (p *parser) document(n *yaml.Node) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		switch n.Content[i].Value {
 		case "domain":
+			p.envoy = true
 			p.domain(n)
 			return
 		case "descriptors":

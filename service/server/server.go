@@ -353,6 +353,9 @@ func (s *Server) Reload() error {
 	s.setConfig(cfg)
 	s.m.reloads.WithLabelValues("success").Inc()
 	s.m.configOK.Set(1)
+	for _, w := range cfg.Warnings {
+		s.log.Warn("config: ignored", "where", w.String())
+	}
 	s.log.Info("config loaded", "files", cfg.Files, "policies", len(cfg.Policies), "domains", len(cfg.Domains), "reload", !first)
 	return nil
 }

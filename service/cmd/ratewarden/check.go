@@ -148,6 +148,9 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitError
 	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(stdout, "warning: %s\n", w)
+	}
 	fmt.Fprintf(stdout, "OK: %s, %s in %s\n", plural(len(cfg.Policies), "policy", "policies"),
 		plural(len(cfg.Domains), "domain", "domains"), strings.Join(cfg.Files, ", "))
 	return exitOK
