@@ -1,0 +1,197 @@
+package fiberlimit_test
+
+import (
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/adapters/fiberlimit"
+	"github.com/ratewarden/ratewarden/httplimit"
+	"github.com/ratewarden/ratewarden/memstore"
+)
+
+// exampleLimiter is a Limiter on a memstore whose clock stands still, so
+// the output does not depend on when the example runs. A real service
+// uses redisstore.
+func exampleLimiter() *ratewarden.Limiter {
+	at := time.Date(2026, 3, 1, 12, 0, 20, 0, time.UTC)
+	st, err := memstore.New(memstore.WithClock(func() time.Time { return at }))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return lim
+}
+
+// send runs one request through app in memory (app.Test) and returns the
+// response with its body read.
+func send(app *fiber.App, path string) (*http.Response, string) {
+	resp, err := app.Test(httptest.NewRequest(http.MethodGet, path, nil))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func ExampleNew() {
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(2)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fl, err := fiberlimit.New(mw)
+	if err != nil {
+		log.Fatal(err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Use(fl.Handler())
+	app.Get("/hello", func(c *fiber.Ctx) error { return c.SendString("hello") })
+	for range 3 {
+		resp, _ := send(app, "/hello")
+		fmt.Println(resp.StatusCode, resp.Header.Get("RateLimit"))
+	}
+	resp, body := send(app, "/hello")
+	fmt.Println(resp.Header.Get("Content-Type"), resp.Header.Get("Retry-After"))
+	fmt.Println(body)
+	// Output:
+	// 200 "2/1m";r=1;t=60
+	// 200 "2/1m";r=0;t=60
+	// 429 "2/1m";r=0;t=60
+	// application/problem+json 60
+	// {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"Rate limit \"2/1m\" exceeded; retry in 60 s.","retry_after":60,"violated-policies":["2/1m"]}
+}
+
+func ExampleMiddleware_Handler() {
+	// Limits on one route only, one budget shared by all its clients.
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Static("search")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fl, err := fiberlimit.New(mw)
+	if err != nil {
+		log.Fatal(err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/search", fl.Handler(), func(c *fiber.Ctx) error { return c.SendString("results") })
+	app.Get("/about", func(c *fiber.Ctx) error { return c.SendString("about") })
+	a, _ := send(app, "/search")
+	b, _ := send(app, "/search")
+	c, _ := send(app, "/about")
+	fmt.Println(a.StatusCode, b.StatusCode, c.StatusCode)
+	// Output: 200 429 200
+}
+
+func ExampleMiddleware_Check() {
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithRule(httplimit.Rule{
+		Name: "login-user", Policies: []httplimit.Policy{{Name: "logins", Limit: ratewarden.PerMinute(1)}},
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fl, err := fiberlimit.New(mw)
+	if err != nil {
+		log.Fatal(err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/login", func(c *fiber.Ctx) error {
+		if ok, err := fl.Check(c, "user:"+c.Query("user")); !ok {
+			return err
+		}
+		return c.SendString("checking the password")
+	})
+	a, _ := send(app, "/login?user=ann")
+	b, _ := send(app, "/login?user=ann")
+	c, _ := send(app, "/login?user=bob")
+	fmt.Println(a.StatusCode, b.StatusCode, c.StatusCode)
+	// Output: 200 429 200
+}
+
+func ExampleWithDeniedHandler() {
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fl, err := fiberlimit.New(mw, fiberlimit.WithDeniedHandler(func(c *fiber.Ctx, info httplimit.Info) error {
+		return c.Status(fiber.StatusTooManyRequests).JSON(fiber.Map{"error": "slow down", "rule": info.Rule})
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Use(fl.Handler())
+	app.Get("/", func(c *fiber.Ctx) error { return c.SendString("ok") })
+	send(app, "/")
+	_, body := send(app, "/")
+	fmt.Println(body)
+	// Output: {"error":"slow down","rule":"default"}
+}
+
+func ExampleWithErrorHandler() {
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("X-Api-Key")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fl, err := fiberlimit.New(mw, fiberlimit.WithErrorHandler(func(c *fiber.Ctx, err error) error {
+		return fiber.NewError(fiber.StatusUnauthorized, "send an API key")
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Use(fl.Handler())
+	app.Get("/", func(c *fiber.Ctx) error { return c.SendString("ok") })
+	resp, body := send(app, "/")
+	fmt.Println(resp.StatusCode, body)
+	// Output: 401 send an API key
+}
+
+func ExampleDenied() {
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Static("all")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Denied is the default; a custom handler can log and then call it.
+	fl, err := fiberlimit.New(mw, fiberlimit.WithDeniedHandler(func(c *fiber.Ctx, info httplimit.Info) error {
+		fmt.Println("denied", info.Key)
+		return fiberlimit.Denied(c, info)
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Use(fl.Handler())
+	app.Get("/", func(c *fiber.Ctx) error { return c.SendString("ok") })
+	send(app, "/")
+	resp, _ := send(app, "/")
+	fmt.Println(resp.StatusCode)
+	// Output:
+	// denied default|all
+	// 429
+}
+
+func ExampleError() {
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("X-Api-Key")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fl, err := fiberlimit.New(mw) // Error is the default
+	if err != nil {
+		log.Fatal(err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Use(fl.Handler())
+	app.Get("/", func(c *fiber.Ctx) error { return c.SendString("ok") })
+	resp, _ := send(app, "/")
+	fmt.Println(resp.StatusCode, resp.Header.Get("Content-Type"))
+	// Output: 400 application/problem+json
+}
