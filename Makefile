@@ -6,7 +6,7 @@ CYCLO_OVER ?= 25
 # The three modules: the library, the service, and the benchmarks against
 # other limiters (its tests check every contender's exactness; its
 # benchmarks run with `make bench` and `make bench-peers`).
-MODULES := . service bench
+MODULES := . service bench adapters/ginlimit adapters/echolimit adapters/fiberlimit adapters/grpclimit
 LINT_MODULES := $(MODULES)
 
 .PHONY: test lint vet staticcheck gocyclo fmt-check deps redis bench modules

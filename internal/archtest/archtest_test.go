@@ -22,8 +22,12 @@ import (
 )
 
 // mod is the library's module path; the service and the benchmarks are the
-// modules mod/service and mod/bench.
+// modules mod/service and mod/bench, and each framework adapter a module
+// mod/adapters/<name>.
 const mod = "github.com/ratewarden/ratewarden"
+
+// modules are the directories of the project's modules.
+var modules = []string{".", "service", "bench", "adapters/ginlimit", "adapters/echolimit", "adapters/fiberlimit", "adapters/grpclimit"}
 
 // The project's packages by role, as docs/architecture.md draws them. A
 // group names packages by their path in the project ("." is the root
@@ -32,14 +36,19 @@ var (
 	stores     = []string{"memstore", "redisstore"}
 	decorators = []string{"denycache", "fallback", "lease"}
 	assembly   = []string{"stack"} // the recommended stack, assembled in one place
-	edges      = []string{"httplimit", "service"}
-	outside    = []string{"service", "bench"} // the other two modules
+	edges      = []string{"httplimit", "service", "adapters"}
+	outside    = []string{"service", "bench", "adapters"} // the other modules
+	// adapters are edges of their own modules: they may import these of
+	// the project (non-test files), and nothing imports them.
+	adapters       = []string{"adapters"}
+	adapterImports = concat([]string{".", "httplimit"}, stores)
 )
 
 // mustExist are the packages the rules lean on: if one is missing, a rule
 // about it would hold vacuously, so the table needs updating.
 var mustExist = []string{".", "internal/algo", "internal/nilcheck", "memstore", "redisstore",
-	"denycache", "fallback", "lease", "stack", "httplimit", "service/server"}
+	"denycache", "fallback", "lease", "stack", "httplimit", "service/server",
+	"adapters/ginlimit", "adapters/echolimit", "adapters/fiberlimit", "adapters/grpclimit"}
 
 // pkg is the part of `go list -json` the rules read.
 type pkg struct {
@@ -84,7 +93,7 @@ func in(n string, group []string) bool {
 	return false
 }
 
-// project is every package of the three modules, by name.
+// project is every package of the project's modules, by name.
 type project struct {
 	root string // the library module's directory
 	pkgs map[string]*pkg
@@ -100,7 +109,7 @@ var loadProject = sync.OnceValues(func() (*project, error) {
 		return nil, errors.New("go env GOMOD: not inside a module")
 	}
 	p := &project{root: filepath.Dir(gomod), pkgs: map[string]*pkg{}}
-	for _, dir := range []string{".", "service", "bench"} {
+	for _, dir := range modules {
 		list, err := goList(filepath.Join(p.root, dir), "./...")
 		if err != nil {
 			return nil, err
@@ -261,7 +270,7 @@ func TestArrowsPointOneWay(t *testing.T) {
 		{"a store imports no decorator, no stack assembly and no edge", p.members(stores), concat(decorators, assembly, edges)},
 		{"a decorator imports no stack assembly and no edge", p.members(decorators), concat(assembly, edges)},
 		{"the stack assembly imports no edge", p.members(assembly), edges},
-		{"the library imports neither the service nor the benchmarks", libraryPkgs, outside},
+		{"the library imports neither the service, the benchmarks nor an adapter", libraryPkgs, outside},
 	} {
 		for _, from := range r.from {
 			reached := p.reach(from)
@@ -269,6 +278,32 @@ func TestArrowsPointOneWay(t *testing.T) {
 				if in(to, r.not) {
 					t.Errorf("%s imports %s (%s): %s (docs/architecture.md)", show(from), show(to), strings.Join(reached[to], " -> "), r.what)
 				}
+			}
+		}
+	}
+}
+
+// TestAdaptersAreEdges: a framework adapter (adapters/<name>, a module
+// each) imports of the project only the root, httplimit and the stores,
+// and no package of the project imports an adapter, so no user of the
+// library or of another adapter inherits a framework.
+func TestAdaptersAreEdges(t *testing.T) {
+	p := load(t)
+	members := p.members(adapters)
+	for _, n := range members {
+		for _, imp := range p.projectImports(n) {
+			if !in(imp, adapterImports) {
+				t.Errorf("%s imports %s; an adapter may import only %s (docs/architecture.md)", n, show(imp), strings.Join(mapped(adapterImports, show), ", "))
+			}
+		}
+	}
+	for _, from := range sortedKeys(p.pkgs) {
+		for _, imp := range p.projectImports(from) {
+			if in(imp, adapters) && !in(from, adapters) {
+				t.Errorf("%s imports %s: nothing imports an adapter (docs/architecture.md)", show(from), imp)
+			}
+			if in(imp, adapters) && in(from, adapters) && strings.SplitN(from, "/", 3)[1] != strings.SplitN(imp, "/", 3)[1] {
+				t.Errorf("%s imports %s: an adapter imports no other adapter", from, imp)
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 // Package archtest enforces the house rules of docs/architecture.md over
-// all three modules (the library, service/ and bench/): which package may
-// import which, and which calls the service keeps away from.
+// every module (the library, service/, bench/ and each adapters/ module):
+// which package may import which, and which calls the service keeps away
+// from.
 //
 // Its tests run `go list` in each module and read the Go files of the
 // service with go/parser and go/types, so they see the tree as it is on
