@@ -3,10 +3,13 @@ package grpclimit_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -319,4 +322,72 @@ func TestOptions(t *testing.T) {
 	if _, err := grpclimit.New(nil); !errors.Is(err, ratewarden.ErrInvalidConfig) {
 		t.Errorf("New(nil): %v", err)
 	}
+}
+
+// Six goroutines calling three servers at once: still exactly the limit,
+// as each decision is one atomic script run in Redis.
+func TestUnaryConcurrentExact(t *testing.T) {
+	srv := testredis.Start(t)
+	var clients []healthpb.HealthClient
+	for range 3 {
+		i := mustInterceptor(t, redisLimiter(t, srv.Addr), []httplimit.Option{httplimit.WithLimits(perHour)})
+		clients = append(clients, serveHealth(t, grpc.ChainUnaryInterceptor(i.Unary())))
+	}
+	ctx := callCtx(t)
+	var ok, exhausted atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Go(func() {
+			for n := range 10 {
+				_, err := clients[(w+n)%3].Check(ctx, &healthpb.HealthCheckRequest{})
+				switch status.Code(err) {
+				case codes.OK:
+					ok.Add(1)
+				case codes.ResourceExhausted:
+					exhausted.Add(1)
+				default:
+					t.Errorf("call: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != 10 || exhausted.Load() != 50 {
+		t.Errorf("%d OK, %d ResourceExhausted; want exactly 10 and 50", ok.Load(), exhausted.Load())
+	}
+}
+
+// The proxy checks see metadata: x-forwarded-for from a peer while no
+// proxy is trusted is logged once, however many calls carry it.
+func TestProxyWarningThroughMetadata(t *testing.T) {
+	var buf syncBuffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	i := mustInterceptor(t, memLimiter(t), []httplimit.Option{httplimit.WithLimits(perHour), httplimit.WithLogger(logger)})
+	c := serveHealth(t, grpc.ChainUnaryInterceptor(i.Unary()))
+	ctx := metadata.AppendToOutgoingContext(callCtx(t), "x-forwarded-for", "203.0.113.9")
+	for range 5 {
+		if _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(buf.String(), "level=WARN"); n != 1 || !strings.Contains(buf.String(), "no proxy is trusted") {
+		t.Errorf("log %q: want one warning", buf.String())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
