@@ -46,9 +46,9 @@
 //
 // What LocalFallback admitted during an outage is written back to a
 // primary that is a ratewarden.Charger (redisstore) once the breaker
-// closes, and the keys concerned stay on their local share for a grace of
-// 2 × the probe interval + the timeout, until every replica has written
-// its part back: a window open across the outage counts both.
+// closes, and the keys concerned stay on their local share for a grace
+// (WithGrace, 5s) while every replica writes its part back: a window open
+// across the outage counts both.
 //
 // NewPartitioned keeps one breaker per part of the key space (a Redis
 // Cluster's slot groups). Like every ratewarden.Store these assume valid

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if job := os.Getenv(replicaEnv); job != "" {
+		os.Exit(runReplica(job)) // a replica process of procs_test.go
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // fault is what a faultyStore does with a call.
 type fault int32

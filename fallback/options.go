@@ -27,6 +27,9 @@ const (
 	// the window and at least this share of them failed.
 	DefaultTripRatio       = 0.5
 	DefaultTripMinRequests = 20
+	// DefaultGrace is how long a key admitted locally during an outage
+	// stays on its local share once the primary is back (WithGrace).
+	DefaultGrace = 5 * time.Second
 	// DefaultWindow is the rolling window the failure ratio is counted
 	// over while the breaker is closed.
 	DefaultWindow = 10 * time.Second
@@ -57,6 +60,7 @@ type config struct {
 	local         ratewarden.Store
 	localSet      bool // WithLocalStore was given, so local must not be nil
 	reconcileKeys int
+	grace         time.Duration
 }
 
 func defaultConfig() config {
@@ -73,6 +77,7 @@ func defaultConfig() config {
 		name:          "ratewarden",
 		logger:        slog.Default(),
 		reconcileKeys: DefaultReconcileKeys,
+		grace:         DefaultGrace,
 	}
 }
 
@@ -117,6 +122,8 @@ func (c *config) validate() error {
 		detail = fmt.Sprintf("window must be >= 10ms, got %v", c.window)
 	case c.logger == nil:
 		detail = "logger must not be nil (use slog.New(slog.DiscardHandler) to silence it)"
+	case c.grace < 0:
+		detail = fmt.Sprintf("grace must be >= 0, got %v", c.grace)
 	case c.reconcileKeys < 0:
 		detail = fmt.Sprintf("reconcile keys must be >= 0, got %d", c.reconcileKeys)
 	case c.localSet && nilcheck.Is(c.local):
@@ -262,4 +269,18 @@ func WithLocalStore(st ratewarden.Store) Option {
 // journaled. n must be >= 0.
 func WithReconcileKeys(n int) Option {
 	return func(c *config) { c.reconcileKeys = n }
+}
+
+// WithGrace sets how long, once the breaker has closed after an outage, a
+// key that LocalFallback admitted during it stays on its local share
+// (default DefaultGrace), while every replica writes its outage admissions
+// back: the replicas' breakers close at different moments (each probes on
+// its own, and a probe can fail behind the backlog a stalled Redis works
+// off), and a replica deciding on the primary before the others have
+// written back would admit what they are about to count. The local share
+// never admits more than its part of the limit, so a longer grace only
+// costs balance between replicas. d must be >= 0; 0 decides on the
+// primary at once.
+func WithGrace(d time.Duration) Option {
+	return func(c *config) { c.grace = d }
 }

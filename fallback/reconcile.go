@@ -245,12 +245,11 @@ const reconcileTimeout = time.Second
 var ErrRecovering = errors.New("fallback: primary back; the key stays on its local share while every replica writes its outage admissions back")
 
 // grace is how long after the breaker closed a key journaled during the
-// outage stays on its local share: the time within which every replica's
-// breaker has closed too (two probe intervals and a timeout after the
-// primary recovered; see the package doc) and written its own admissions
-// back. Deciding on the primary sooner would admit units the others'
+// outage stays on its local share (WithGrace): long enough for every
+// replica's breaker to close too and write its own admissions back.
+// Deciding on the primary sooner would admit units the others'
 // write-backs are about to count.
-func (s *Store) grace() time.Duration { return 2*s.cfg.probeInterval + s.cfg.timeout }
+func (s *Store) grace() time.Duration { return s.cfg.grace }
 
 // pins holds the keys under grace.
 type pins struct {
@@ -305,7 +304,9 @@ func (s *Store) startReconcile() {
 		s.journal.running.Store(false)
 		return
 	}
-	s.pin(entries)
+	if s.cfg.grace > 0 {
+		s.pin(entries)
+	}
 	go func() {
 		s.reconcile(entries, dropped)
 		time.AfterFunc(s.grace(), func() {

@@ -1,0 +1,292 @@
+package fallback
+
+// Replicas in processes of their own: the test binary run again with a job
+// in its environment (TestMain hands it to runReplica). Each process has its
+// own Go runtime, client, redisstore and fallback Store, as the replicas of
+// a service do; the parent injects the faults and adds up the reports.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/redisstore"
+	"github.com/redis/rueidis"
+)
+
+// replicaEnv carries a replicaJob to a child process.
+const replicaEnv = "RATEWARDEN_FALLBACK_REPLICA"
+
+// replicaJob is what one replica process does: Callers goroutines check
+// keys from Start (wall clock; the processes share it) for Duration.
+type replicaJob struct {
+	Addr     string
+	Policy   Policy
+	Replicas int
+	Callers  int
+	Limit    string // ratewarden.ParseLimit
+	Start    time.Time
+	Duration time.Duration
+	// Keys is how many healthy keys the callers spread over ("k:<i>").
+	Keys int
+	// BadKey, if set, gets every BadEvery-th check of each caller.
+	BadKey   string
+	BadEvery int
+	// HotKey, if set, is checked instead of the healthy keys from HotFrom
+	// on (before it, the callers only warm up on "warm").
+	HotKey  string
+	HotFrom time.Time
+}
+
+// replicaReport is what a replica process counted.
+type replicaReport struct {
+	Checks     int64
+	Errors     int64
+	FirstError string
+	// Healthy and Bad count the answers for the healthy keys and for
+	// BadKey by Source; Allowed counts admissions of the key checked.
+	Healthy, Bad            map[string]int64
+	HealthyAllowed, Allowed int64
+	Opened                  int64 // times the breaker opened
+	KeyStateErrors          int64
+	Causes                  map[string]int64 // degraded answers by the kind of cause
+	Reconciled              int64
+}
+
+// runReplica runs the job in os.Getenv(replicaEnv) and prints the report
+// as JSON on stdout; it returns the exit code.
+func runReplica(spec string) int {
+	var job replicaJob
+	if err := json.Unmarshal([]byte(spec), &job); err != nil {
+		fmt.Fprintln(os.Stderr, "replica job:", err)
+		return 2
+	}
+	rep, err := job.run()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "replica:", err)
+		return 1
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(rep); err != nil {
+		return 1
+	}
+	return 0
+}
+
+func (job *replicaJob) run() (*replicaReport, error) {
+	lim, err := ratewarden.ParseLimit(job.Limit)
+	if err != nil {
+		return nil, err
+	}
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{job.Addr}, DisableCache: true})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	rs, err := redisstore.New(c)
+	if err != nil {
+		return nil, err
+	}
+	var opened atomic.Int64
+	var causesMu sync.Mutex
+	causes := map[string]int64{}
+	fb, err := New(rs, WithPolicy(job.Policy), WithReplicas(max(job.Replicas, 1)),
+		WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))),
+		WithOnStateChange(func(_, to State) {
+			if to == StateOpen {
+				opened.Add(1)
+			}
+		}),
+		WithOnDegraded(func(_ Policy, cause error) {
+			causesMu.Lock()
+			causes[causeKind(cause)]++
+			causesMu.Unlock()
+		}))
+	if err != nil {
+		return nil, err
+	}
+	l, err := ratewarden.New(fb)
+	if err != nil {
+		return nil, err
+	}
+	rep := job.drive(l, lim)
+	rep.Opened, rep.KeyStateErrors, rep.Causes = opened.Load(), fb.KeyStateErrors(), causes
+	// A write-back started by a recovery ends within its grace period.
+	deadline := time.Now().Add(fb.grace() + 5*time.Second)
+	for fb.journal.running.Load() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	rep.Reconciled = fb.Reconciled()
+	return rep, nil
+}
+
+func causeKind(err error) string {
+	switch {
+	case err == ErrRecovering:
+		return "recovering"
+	case err == ErrOpen:
+		return "open"
+	default:
+		return ratewarden.Classify(nil, err).String()
+	}
+}
+
+// drive runs the callers and counts what came back.
+func (job *replicaJob) drive(l *ratewarden.Limiter, lim ratewarden.Limit) *replicaReport {
+	time.Sleep(time.Until(job.Start))
+	end := job.Start.Add(job.Duration)
+	var mu sync.Mutex
+	rep := &replicaReport{Healthy: map[string]int64{}, Bad: map[string]int64{}}
+	var wg sync.WaitGroup
+	for w := range job.Callers {
+		wg.Go(func() {
+			healthy, bad := map[string]int64{}, map[string]int64{}
+			var checks, errs, hAllowed, allowed int64
+			var first string
+			for i := 0; time.Now().Before(end); i++ {
+				key, isBad := "k:"+strconv.Itoa((w*7919+i)%max(job.Keys, 1)), false
+				switch {
+				case job.HotKey != "" && !time.Now().Before(job.HotFrom):
+					key = job.HotKey
+				case job.HotKey != "":
+					key = "warm"
+				case job.BadKey != "" && i%job.BadEvery == 0:
+					key, isBad = job.BadKey, true
+				}
+				r, err := l.Allow(context.Background(), key, lim)
+				checks++
+				if err != nil {
+					errs++
+					if first == "" {
+						first = err.Error()
+					}
+					continue
+				}
+				switch {
+				case isBad:
+					bad[r.Source.String()]++
+				case key == job.HotKey:
+					if r.Allowed {
+						allowed++
+					}
+				default:
+					healthy[r.Source.String()]++
+					if r.Allowed {
+						hAllowed++
+					}
+				}
+				if job.HotKey != "" && key == "warm" {
+					time.Sleep(time.Millisecond) // warm up, not flood
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			rep.Checks, rep.Errors, rep.HealthyAllowed, rep.Allowed = rep.Checks+checks, rep.Errors+errs, rep.HealthyAllowed+hAllowed, rep.Allowed+allowed
+			if rep.FirstError == "" {
+				rep.FirstError = first
+			}
+			for k, v := range healthy {
+				rep.Healthy[k] += v
+			}
+			for k, v := range bad {
+				rep.Bad[k] += v
+			}
+		})
+	}
+	wg.Wait()
+	return rep
+}
+
+// runReplicas runs n replica processes on job (Start set by the caller)
+// and returns their reports. The processes end by themselves after the
+// job's Duration; the test's deadline kills them otherwise.
+func runReplicas(t *testing.T, n int, job replicaJob) []*replicaReport {
+	t.Helper()
+	spec, err := json.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		rep *replicaReport
+		err error
+	}
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Until(job.Start)+job.Duration+2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), replicaEnv+"="+string(spec))
+			cmd.Stderr = &lineLog{t: t, prefix: fmt.Sprintf("replica %d: ", i)}
+			out, err := cmd.Output()
+			if err != nil {
+				results[i].err = fmt.Errorf("replica %d: %w", i, err)
+				return
+			}
+			results[i].rep = new(replicaReport)
+			results[i].err = json.Unmarshal(out, results[i].rep)
+		})
+	}
+	wg.Wait()
+	reps := make([]*replicaReport, n)
+	for i, r := range results {
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		reps[i] = r.rep
+	}
+	return reps
+}
+
+// lineLog passes a child's stderr to the test log.
+type lineLog struct {
+	t      *testing.T
+	prefix string
+	mu     sync.Mutex
+}
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.t.Log(l.prefix + string(p))
+	return len(p), nil
+}
+
+var _ io.Writer = (*lineLog)(nil)
+
+// sum adds up the reports.
+func sum(reps []*replicaReport) *replicaReport {
+	tot := &replicaReport{Healthy: map[string]int64{}, Bad: map[string]int64{}, Causes: map[string]int64{}}
+	for _, r := range reps {
+		tot.Checks += r.Checks
+		tot.Errors += r.Errors
+		tot.HealthyAllowed += r.HealthyAllowed
+		tot.Allowed += r.Allowed
+		tot.Opened += r.Opened
+		tot.KeyStateErrors += r.KeyStateErrors
+		tot.Reconciled += r.Reconciled
+		if tot.FirstError == "" {
+			tot.FirstError = r.FirstError
+		}
+		for k, v := range r.Healthy {
+			tot.Healthy[k] += v
+		}
+		for k, v := range r.Bad {
+			tot.Bad[k] += v
+		}
+		for k, v := range r.Causes {
+			tot.Causes[k] += v
+		}
+	}
+	return tot
+}

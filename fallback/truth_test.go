@@ -1,0 +1,256 @@
+package fallback
+
+// The failure-truth acceptance tests: replicas in processes of their own
+// (procs_test.go) against a real redis-server, faults injected by a wrong
+// type under a key, maxmemory, SIGSTOP and busy loops.
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/testredis"
+	"github.com/ratewarden/ratewarden/redisstore"
+	"github.com/redis/rueidis"
+)
+
+func openRedisStore(t *testing.T, addr string) *redisstore.Store {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	rs, err := redisstore.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func healthyDegraded(r *replicaReport) (degraded, total int64) {
+	for src, n := range r.Healthy {
+		total += n
+		if src != ratewarden.SourceStore.String() {
+			degraded += n
+		}
+	}
+	return degraded, total
+}
+
+// A key holding another type carries a fifth of the traffic of 4 replica
+// processes under FailClosed: its callers get the policy's answer, the
+// breaker never opens, and no other key is degraded for it.
+func TestBadKeyStaysItsOwn(t *testing.T) {
+	srv := testredis.Start(t)
+	lim := ratewarden.PerMinute(ratewarden.MaxRate)
+	rs := openRedisStore(t, srv.Addr)
+	if _, err := srv.Do("HSET", rs.Key("bad", lim), "not", "a window"); err != nil {
+		t.Fatal(err)
+	}
+	reps := runReplicas(t, 4, replicaJob{
+		Addr: srv.Addr, Policy: FailClosed, Callers: 16, Limit: lim.String(),
+		Start: time.Now().Add(2 * time.Second), Duration: 5 * time.Second,
+		Keys: 64, BadKey: "bad", BadEvery: 5,
+	})
+	tot := sum(reps)
+	deg, healthy := healthyDegraded(tot)
+	t.Logf("%d checks: %d for healthy keys (%d degraded), bad key answered %v; causes %v; key state errors %d; breaker opened %d times",
+		tot.Checks, healthy, deg, tot.Bad, tot.Causes, tot.KeyStateErrors, tot.Opened)
+	if tot.Errors != 0 {
+		t.Errorf("%d errors to callers, first: %s", tot.Errors, tot.FirstError)
+	}
+	if tot.Opened != 0 || tot.Causes["open"] != 0 {
+		t.Errorf("the breaker opened %d times (%d answers by it): a key's bad state must not count", tot.Opened, tot.Causes["open"])
+	}
+	var bad int64
+	for src, n := range tot.Bad {
+		bad += n
+		if src != ratewarden.SourceFailClosed.String() {
+			t.Errorf("%d answers for the bad key came from %s, want fail_closed", n, src)
+		}
+	}
+	// Every bad-key answer is its key state's, but for the few of its own
+	// checks that timed out on a busy machine.
+	if bad == 0 || tot.KeyStateErrors != tot.Causes["key_state"] || tot.KeyStateErrors < bad-tot.Causes["store_unavailable"] {
+		t.Errorf("bad key: %d answers, %d key state errors, %d degraded by key_state; want them equal, but for timeouts", bad, tot.KeyStateErrors, tot.Causes["key_state"])
+	}
+	// Healthy keys degrade only by their own timeouts on a busy machine;
+	// each is a key_state-free, breaker-free store failure.
+	if deg > healthy/1000 {
+		t.Errorf("%d of %d healthy answers degraded (causes %v): want none but the machine's own timeouts", deg, healthy, tot.Causes)
+	}
+}
+
+// Redis out of memory fails every write: an error naming it, without the
+// caller's key, that counts toward the breaker, which opens (the store is
+// down for everyone) and closes once Redis takes writes again.
+func TestOutOfMemory(t *testing.T) {
+	srv := testredis.Start(t)
+	var mu sync.Mutex
+	var causes []string
+	s := newStore(t, openRedisStore(t, srv.Addr), WithPolicy(FailClosed), WithTimeout(healthyTimeout), WithProbeInterval(200*time.Millisecond),
+		WithLogger(testLogger(t)), WithOnDegraded(func(_ Policy, cause error) {
+			mu.Lock()
+			causes = append(causes, cause.Error())
+			mu.Unlock()
+		}))
+	lim := ratewarden.PerMinute(1000)
+	mustCheck(t, s, "secret-key", lim, 1)
+	if _, err := srv.Do("CONFIG", "SET", "maxmemory", "1"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; s.State() != StateOpen; i++ {
+		if i == 100 {
+			t.Fatalf("breaker still %v after 100 checks on a Redis out of memory", s.State())
+		}
+		if r := mustCheck(t, s, "secret-key", lim, 1); r.Source != ratewarden.SourceFailClosed {
+			t.Fatalf("check %d out of memory: %+v, want fail_closed", i, r)
+		}
+	}
+	mu.Lock()
+	first := causes[0]
+	mu.Unlock()
+	if !strings.Contains(first, "out of memory") || !strings.Contains(first, "OOM") || strings.Contains(first, "secret") || strings.Contains(first, "malformed") {
+		t.Errorf("cause %q: want Redis' OOM named, without the key", first)
+	}
+	if _, err := srv.Do("CONFIG", "SET", "maxmemory", "0"); err != nil {
+		t.Fatal(err)
+	}
+	waitStore(t, s, lim, waitCap)
+}
+
+// The breaker trips on evidence, not on a busy machine: 4 replica
+// processes of 64 callers each on a healthy Redis while two busy loops
+// take the CPUs. Under the default rule (5 failed round trips in a row, or
+// half of 20 in 10s) it never opens.
+func TestBusyHostNoTrip(t *testing.T) {
+	srv := testredis.Start(t)
+	for range 2 {
+		hog := exec.Command("yes")
+		if err := hog.Start(); err != nil {
+			t.Fatalf("busy loop: %v", err)
+		}
+		t.Cleanup(func() { _ = hog.Process.Kill(); _ = hog.Wait() })
+	}
+	reps := runReplicas(t, 4, replicaJob{
+		Addr: srv.Addr, Policy: FailClosed, Callers: 64, Limit: ratewarden.PerMinute(ratewarden.MaxRate).String(),
+		Start: time.Now().Add(3 * time.Second), Duration: 8 * time.Second, Keys: 1024,
+	})
+	tot := sum(reps)
+	deg, healthy := healthyDegraded(tot)
+	t.Logf("%d checks in 8s from 4×64 callers beside two busy loops: %d degraded (%.4f%%), causes %v, breaker opened %d times",
+		healthy, deg, 100*float64(deg)/float64(max(healthy, 1)), tot.Causes, tot.Opened)
+	if tot.Errors != 0 {
+		t.Errorf("%d errors to callers, first: %s", tot.Errors, tot.FirstError)
+	}
+	if tot.Opened != 0 {
+		t.Errorf("the breaker opened %d times on a healthy Redis", tot.Opened)
+	}
+	if healthy == 0 {
+		t.Fatal("no checks ran")
+	}
+	// Single timeouts of a starved process remain; a trip would degrade
+	// whole seconds of answers.
+	if deg > healthy/200 {
+		t.Errorf("%d of %d answers degraded on a healthy Redis", deg, healthy)
+	}
+}
+
+// A caller who cancels while Redis is stopped gets its context's error at
+// once, whatever WithTimeout says, and the breaker does not count it.
+func TestCancelWhileStopped(t *testing.T) {
+	srv := testredis.Start(t)
+	s := newStore(t, openRedisStore(t, srv.Addr), WithPolicy(FailClosed), WithTimeout(2*time.Second), WithTripAfter(1))
+	lim := ratewarden.PerMinute(1000)
+	for range 300 {
+		mustCheck(t, s, "warm", lim, 1)
+	}
+	if err := srv.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	defer func() {
+		if !thawed {
+			_ = srv.Thaw()
+		}
+	}()
+	var lags []time.Duration
+	for i := range 20 {
+		ctx, cancel := context.WithCancel(context.Background())
+		var at atomic.Int64
+		timer := time.AfterFunc(20*time.Millisecond, func() { at.Store(time.Now().UnixNano()); cancel() })
+		res := make([]ratewarden.Result, 1)
+		err := s.Check(ctx, &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{lim}, Cost: 1}, res)
+		back := time.Now()
+		timer.Stop()
+		if at.Load() == 0 {
+			t.Fatalf("check %d returned before its cancel: %v %+v", i, err, res[0])
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("check %d: %v, want context.Canceled", i, err)
+		}
+		lags = append(lags, back.Sub(time.Unix(0, at.Load())))
+	}
+	slices.Sort(lags)
+	p99 := lags[len(lags)*99/100]
+	t.Logf("20 cancels at 20ms on a stopped Redis (timeout 2s): median %v, p99 %v after the cancel", lags[len(lags)/2], p99)
+	if p99 > 500*time.Millisecond {
+		t.Errorf("p99 %v from cancel to return", p99)
+	}
+	if st, c := s.State(), s.cb.Counts(); st != StateClosed || c.TotalFailures != 0 {
+		t.Errorf("breaker %v with %d failures after canceled calls only (WithTripAfter(1))", st, c.TotalFailures)
+	}
+	thawed = true
+	if err := srv.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// What 4 replicas admit locally for a key first used during a 5s outage is
+// written back when Redis returns: the minute's total stays at the limit,
+// where without the write-back Redis would admit the limit again.
+func TestOutageWriteBack(t *testing.T) {
+	srv := testredis.Start(t)
+	const limit = 1000
+	start := time.Now().Add(3 * time.Second)
+	outage, back := start.Add(700*time.Millisecond), start.Add(5700*time.Millisecond)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		time.Sleep(time.Until(outage))
+		if err := srv.Freeze(); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(time.Until(back))
+		if err := srv.Thaw(); err != nil {
+			t.Error(err)
+		}
+	})
+	reps := runReplicas(t, 4, replicaJob{
+		Addr: srv.Addr, Policy: LocalFallback, Replicas: 4, Callers: 16, Limit: ratewarden.PerMinute(limit).String(),
+		Start: start, Duration: 14 * time.Second, HotKey: "hot", HotFrom: start.Add(time.Second),
+	})
+	wg.Wait()
+	tot := sum(reps)
+	t.Logf("key first used during a 5s outage: %d admitted by 4 replicas in 13s (limit %d/min); %d units written back; causes %v",
+		tot.Allowed, limit, tot.Reconciled, tot.Causes)
+	if tot.Errors != 0 {
+		t.Errorf("%d errors to callers, first: %s", tot.Errors, tot.FirstError)
+	}
+	if tot.Reconciled < limit/2 {
+		t.Errorf("%d units written back, want the outage's local admissions", tot.Reconciled)
+	}
+	if tot.Allowed > limit+limit/20 {
+		t.Errorf("%d admitted in the minute, want at most the limit %d and 5%%", tot.Allowed, limit)
+	}
+	if tot.Allowed < limit/2 {
+		t.Errorf("only %d admitted: the replicas' local shares were not used", tot.Allowed)
+	}
+}
