@@ -106,6 +106,9 @@ func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) 
 		for i := range entries {
 			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
 		}
+		if g.s.envoy.DynamicMetadata {
+			resp.DynamicMetadata = dynamicMetadata(req, nil, nil)
+		}
 		return resp, nil
 	}
 	evals, err := g.resolve(req, entries, hits, dom, sn)
@@ -223,7 +226,9 @@ func (g *rls) resolve(req *rlspb.RateLimitRequest, entries [][]config.Entry, hit
 		} else if node != nil && node.RateLimit != nil {
 			g.configured(e, path, dom, sn, replaced)
 		}
-		if g.s.envoy.QuotaMode && e.kind != kindNone && e.kind != kindUnlimited {
+		if g.s.envoy.QuotaMode && !e.shadow && e.kind != kindNone && e.kind != kindUnlimited {
+			// QUOTA_MODE applies to what would be OVER_LIMIT: not to a
+			// shadow limit, already OK, as in envoyproxy/ratelimit.
 			e.shadow, e.quota = true, true
 		}
 		if e.kind == kindCounted {
@@ -254,7 +259,8 @@ func (g *rls) resolve(req *rlspb.RateLimitRequest, entries [][]config.Entry, hit
 func (g *rls) configured(e *evalDesc, path []*config.Descriptor, dom *config.Domain, sn *snapshot, replaced map[string]bool) {
 	node := path[len(path)-1]
 	rl := node.RateLimit
-	e.rl, e.shadow, e.quota, e.qcfg, e.label = rl, node.Shadow || node.QuotaMode, node.QuotaMode, node.QuotaMode, node.Path
+	// shadow_mode wins over quota_mode: a shadow status is OK already.
+	e.rl, e.shadow, e.quota, e.qcfg, e.label = rl, node.Shadow || node.QuotaMode, node.QuotaMode && !node.Shadow, node.QuotaMode, node.Path
 	e.period = config.Units[rl.Unit]
 	for j, n := range path {
 		if n.ShareThreshold && n.Prefix {

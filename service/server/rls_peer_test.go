@@ -92,6 +92,10 @@ func TestPeerAnswers(t *testing.T) {
 		wantCodes(t, "export over", r, ok, ok)
 		wantStatus(t, "export over", r.Statuses[0], ok, "", 1, 0, false)
 	})
+	t.Run("shadow_mode wins over quota_mode", func(t *testing.T) {
+		shouldRL(t, c, "shop", 1, desc("both", "b"))
+		wantStatus(t, "both over", shouldRL(t, c, "shop", 1, desc("both", "b")).Statuses[0], ok, "", 1, 0, true)
+	})
 	t.Run("replaces", func(t *testing.T) {
 		r := shouldRL(t, c, "shop", 1, desc("user", "u"), desc("plan", "gold"))
 		wantStatus(t, "replaced per_user", r.Statuses[0], ok, "", -1, 0, false)
@@ -237,6 +241,9 @@ func TestPeerGlobalModes(t *testing.T) {
 	if d1, _ := descs[1].(map[string]any); d1["hitsAddend"] != 2.0 || len(d1["entries"].([]any)) != 1 || d1["entries"].([]any)[0] != "banned=g" {
 		t.Errorf("descriptors[1] %v", d1)
 	}
+	// QUOTA_MODE leaves a shadow limit as shadow: OK with a reset.
+	shouldRL(t, quota, "shop", 1, desc("trial", "g"))
+	wantStatus(t, "global quota, shadow limit", shouldRL(t, quota, "shop", 1, desc("trial", "g")).Statuses[0], ok, "", 1, 0, true)
 	r = shouldRL(t, quota, "shop", 1, desc("export", "g"))
 	if r.GetDynamicMetadata().AsMap()["quotaModeEnabled"] != true {
 		t.Errorf("a quota_mode limit: quotaModeEnabled %v", r.GetDynamicMetadata().AsMap())
