@@ -246,7 +246,9 @@ func (g *rls) resolve(req *rlspb.RateLimitRequest, entries [][]config.Entry, hit
 		}
 	}
 	for i := range evals {
-		if e := &evals[i]; e.rl != nil && e.rl.Name != "" && replaced[e.rl.Name] && e.mult == 0 {
+		// An unlimited limit stays unlimited, replaced or not, as in
+		// envoyproxy/ratelimit.
+		if e := &evals[i]; e.rl != nil && e.rl.Name != "" && replaced[e.rl.Name] && e.mult == 0 && e.kind != kindUnlimited {
 			*e = evalDesc{kind: kindNone}
 		}
 	}

@@ -100,6 +100,9 @@ func TestPeerAnswers(t *testing.T) {
 		r := shouldRL(t, c, "shop", 1, desc("user", "u"), desc("plan", "gold"))
 		wantStatus(t, "replaced per_user", r.Statuses[0], ok, "", -1, 0, false)
 		wantStatus(t, "gold", r.Statuses[1], ok, "gold", 10, 9, true)
+		r = shouldRL(t, c, "shop", 1, desc("vip", "v"), desc("promo", "p"))
+		wantStatus(t, "replaced unlimited", r.Statuses[0], ok, "", -1, math.MaxUint32, false)
+		wantStatus(t, "promo", r.Statuses[1], ok, "promo", 3, 2, true)
 	})
 	t.Run("requests_per_unit 0 has a reset", func(t *testing.T) {
 		r := shouldRL(t, c, "shop", 1, desc("banned", "b"))
