@@ -3,9 +3,9 @@ GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOCYCLO ?= github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
 CYCLO_OVER ?= 25
-# The three modules: the library, the service, and the benchmarks against
-# other limiters (its tests check every contender's exactness; its
-# benchmarks run with `make bench` and `make bench-peers`).
+# The modules: the library, the service, the benchmarks against other
+# limiters (its tests check every contender's exactness; its benchmarks run
+# with `make bench` and `make bench-peers`), and one per framework adapter.
 MODULES := . service bench adapters/ginlimit adapters/echolimit adapters/fiberlimit adapters/grpclimit
 LINT_MODULES := $(MODULES)
 
