@@ -312,7 +312,9 @@ func ExampleClassify() {
 		fmt.Println("400 Bad Request")
 	case ratewarden.CallerCanceled:
 		// the client gave up: nothing to answer, not the store's fault
-	case ratewarden.StoreUnavailable:
+	case ratewarden.StoreUnavailable, ratewarden.KeyState:
+		// KeyState: only this key's stored state is unusable; not a
+		// store failure, but no answer either (Reset repairs the key)
 		fmt.Println("503 Service Unavailable")
 	}
 	// Output:
@@ -362,4 +364,16 @@ func ExampleLimiter_PeekKeys() {
 	// true 5 5
 	// true 5 5
 	// false true false
+}
+
+// ValidateCharge is what a ratewarden.Charger checks before it touches
+// any state.
+func ExampleValidateCharge() {
+	lim := ratewarden.PerMinute(100)
+	fmt.Println(ratewarden.ValidateCharge("user:42", []ratewarden.Limit{lim}, []ratewarden.Spent{{Units: 3, Ago: 2 * time.Second}}))
+	err := ratewarden.ValidateCharge("user:42", []ratewarden.Limit{lim}, []ratewarden.Spent{{Units: 0}})
+	fmt.Println(err, errors.Is(err, ratewarden.ErrInvalidCost))
+	// Output:
+	// <nil>
+	// ratewarden: spent[0]: units must be >= 1, got 0: invalid cost true
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
@@ -297,4 +298,104 @@ func ExampleNewPartitioned() {
 	}
 	fmt.Println(r.Allowed, r.Source, st.States())
 	// Output: true store [closed closed closed closed]
+}
+
+// badKeyStore answers every check of key "bad" with ErrKeyState, as
+// redisstore does for a key holding another type.
+type badKeyStore struct{ ratewarden.Store }
+
+func (b badKeyStore) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
+	if req.Key == "bad" {
+		return fmt.Errorf("redisstore: eval: a key of this check holds another type: %w", ratewarden.ErrKeyState)
+	}
+	return b.Store.Check(ctx, req, res)
+}
+
+// A key whose stored state is unusable is answered by the policy; the
+// breaker stays closed and every other key is decided as usual.
+func ExampleStore_KeyStateErrors() {
+	m, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := fallback.New(badKeyStore{m}, quiet, fallback.WithPolicy(fallback.FailClosed))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, key := range []string{"bad", "bad", "good"} {
+		r, err := lim.Allow(ctx, key, ratewarden.PerMinute(10))
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(key, r.Allowed, r.Source)
+	}
+	fmt.Println("key state errors:", st.KeyStateErrors(), "breaker:", st.State())
+	// Output:
+	// bad false fail_closed
+	// bad false fail_closed
+	// good true store
+	// key state errors: 2 breaker: closed
+}
+
+// switchable is a primary that can be taken down, and a Charger that adds
+// up what is written back to it.
+type switchable struct {
+	*memstore.Store
+	down    atomic.Bool
+	charged atomic.Int64
+}
+
+func (s *switchable) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
+	if s.down.Load() {
+		return fmt.Errorf("primary: connection refused: %w", ratewarden.ErrStoreUnavailable)
+	}
+	return s.Store.Check(ctx, req, res)
+}
+
+func (s *switchable) Charge(_ context.Context, key string, limits []ratewarden.Limit, spent ...ratewarden.Spent) error {
+	for _, sp := range spent {
+		s.charged.Add(sp.Units)
+	}
+	return nil
+}
+
+// What LocalFallback admits during an outage is written back to the
+// primary (a ratewarden.Charger, as redisstore is) once it is back.
+func ExampleWithReconcileKeys() {
+	m, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	primary := &switchable{Store: m}
+	st, err := fallback.New(primary, quiet, fallback.WithPolicy(fallback.LocalFallback),
+		fallback.WithReconcileKeys(1000), fallback.WithTripAfter(1),
+		fallback.WithProbeInterval(10*time.Millisecond), fallback.WithGrace(0))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	primary.down.Store(true)
+	for range 3 {
+		if _, err := lim.Allow(ctx, "client-42", ratewarden.PerMinute(100)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	primary.down.Store(false)
+	for i := 0; st.Reconciled() < 3 && i < 1000; i++ {
+		time.Sleep(5 * time.Millisecond) // the breaker probes, closes, writes back
+		if _, err := lim.Peek(ctx, "other", ratewarden.PerMinute(100)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println("written back:", st.Reconciled(), "charged:", primary.charged.Load())
+	// Output: written back: 3 charged: 3
 }
