@@ -53,7 +53,8 @@ type evalDesc struct {
 	cost   int64
 	fp     config.FailurePolicy
 	unit   *unit
-	idx    int // index of limit in unit
+	idx    int   // index of limit in unit
+	later  int64 // hits of the descriptors after this one counted on the same limit and key
 }
 
 var rlsUnits = map[string]rlspb.RateLimitResponse_RateLimit_Unit{
@@ -385,7 +386,9 @@ func (g *rls) status(dom *config.Domain, e *evalDesc, now time.Time) (*rlspb.Rat
 		}
 		st.CurrentLimit = currentLimit(e)
 		if !over {
-			st.LimitRemaining = uint32(min(res.Remaining, math.MaxUint32))
+			// The remaining right after this descriptor's hits, as
+			// envoyproxy/ratelimit counts descriptors one by one.
+			st.LimitRemaining = uint32(min(addSat(res.Remaining, e.later), math.MaxUint32))
 		}
 		st.DurationUntilReset = durationpb.New(resetOf(e.limit, *res, now))
 		g.s.m.decision("grpc", dom.Name, e.label, *res, e.shadow)
@@ -612,8 +615,10 @@ func group(evals []evalDesc) []*unit {
 		if m.cost > m.limit.Capacity() {
 			u.impossible = true
 		}
+		later := m.cost
 		for _, d := range m.descs {
-			evals[d].unit, evals[d].idx = u, idx
+			later -= evals[d].cost
+			evals[d].unit, evals[d].idx, evals[d].later = u, idx, max(later, 0)
 		}
 	}
 	return units

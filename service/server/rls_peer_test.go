@@ -152,6 +152,11 @@ func TestPeerAnswers(t *testing.T) {
 		}
 		wantCodes(t, "weekly 2nd", shouldRL(t, c, "shop", 1, o), over, over)
 	})
+	t.Run("one descriptor twice counts in order", func(t *testing.T) {
+		r := shouldRL(t, c, "shop", 1, desc("tenant", "twice"), desc("tenant", "twice"))
+		wantStatus(t, "first", r.Statuses[0], ok, "", 4, 3, true)
+		wantStatus(t, "second", r.Statuses[1], ok, "", 4, 2, true)
+	})
 	t.Run("per-descriptor hits_addend 0 only looks", func(t *testing.T) {
 		d := desc("tenant", "look")
 		d.HitsAddend = wrapperspb.UInt64(0)
