@@ -254,3 +254,41 @@ func TestOutageWriteBack(t *testing.T) {
 		t.Errorf("only %d admitted: the replicas' local shares were not used", tot.Allowed)
 	}
 }
+
+// One stall of Redis (DEBUG SLEEP) times out every call in flight at once:
+// one failed round trip per timeout, not one failure per call. Stalls
+// shorter than 5 timeouts leave the breaker closed; a longer one is
+// evidence, and opens it.
+func TestOneStallIsOneRoundTrip(t *testing.T) {
+	srv := testredis.Start(t, "--enable-debug-command", "local")
+	var opened atomic.Int64
+	s := newStore(t, openRedisStore(t, srv.Addr), WithPolicy(FailClosed), WithLogger(testLogger(t)),
+		WithOnStateChange(func(_, to State) {
+			if to == StateOpen {
+				opened.Add(1)
+			}
+		}))
+	lim := ratewarden.PerMinute(ratewarden.MaxRate)
+	tr := startTraffic(s, 32, lim, func(ratewarden.Result) bool { return true })
+	tr.waitCalls(t, 1000, waitCap)
+	for range 3 {
+		if _, err := srv.Do("DEBUG", "SLEEP", "0.12"); err != nil { // about 2 timeouts
+			t.Fatal(err)
+		}
+		tr.waitCalls(t, 1000, waitCap)
+	}
+	short := opened.Load()
+	degradedShort := tr.bySource[ratewarden.SourceFailClosed].Load()
+	if _, err := srv.Do("DEBUG", "SLEEP", "1.5"); err != nil { // 30 timeouts
+		t.Fatal(err)
+	}
+	tr.finish(t, latencyMargin+time.Second)
+	t.Logf("3 stalls of 120ms under 32 callers: breaker opened %d times, %d answers degraded; a 1.5s stall: opened %d times",
+		short, degradedShort, opened.Load()-short)
+	if short != 0 {
+		t.Errorf("the breaker opened %d times on stalls of 120ms (2-3 timeouts each)", short)
+	}
+	if opened.Load() == short {
+		t.Error("the breaker stayed closed through a 1.5s stall (30 timeouts)")
+	}
+}
