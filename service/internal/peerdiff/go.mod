@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.32.4
 	github.com/envoyproxy/ratelimit v1.4.1-0.20260122083618-3fb702589d36
+	github.com/lyft/gostats v0.4.14
 	github.com/ratewarden/ratewarden v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.74.2
@@ -37,7 +38,6 @@ require (
 	github.com/kelseyhightower/envconfig v1.4.0 // indirect
 	github.com/libp2p/go-reuseport v0.4.0 // indirect
 	github.com/lyft/goruntime v0.3.0 // indirect
-	github.com/lyft/gostats v0.4.14 // indirect
 	github.com/mediocregopher/radix/v4 v4.1.4 // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
 	github.com/prometheus/client_golang v1.19.1 // indirect

@@ -1,0 +1,106 @@
+package peerdiff
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	gostats "github.com/lyft/gostats"
+
+	"github.com/envoyproxy/ratelimit/src/config"
+	"github.com/envoyproxy/ratelimit/src/settings"
+	"github.com/envoyproxy/ratelimit/src/stats"
+)
+
+// peerLoads reports whether envoyproxy/ratelimit's loader takes the files
+// (as one configuration), and its error when not.
+func peerLoads(files []string, merge bool) (err error) {
+	defer func() { // the loader reports problems by panicking
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	var cs []config.RateLimitConfigToLoad
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		cs = append(cs, config.RateLimitConfigToLoad{Name: f, ConfigYaml: config.ConfigFileContentToYaml(f, string(b))})
+	}
+	st := stats.NewStatManager(gostats.NewStore(gostats.NewNullSink(), false), settings.NewSettings())
+	config.NewRateLimitConfigImpl(cs, st, merge)
+	return nil
+}
+
+// loaderDeliberate are the files the two loaders judge differently on
+// purpose (docs/service.md): every document of a file is loaded here (the
+// peer reads the first only), keys and values are not joined with "_",
+// and ratewarden's extensions and native documents are its own.
+var loaderDeliberate = map[string]string{
+	"two_documents.yaml":        "the second document is loaded (and refused), not ignored",
+	"duplicate_domain.yaml":     "the second document is loaded (a duplicate domain), not ignored",
+	"underscore_collision.yaml": "key a_b value c and key a value b_c are two descriptors",
+	"envoy-example.yaml":        "ratewarden's extensions (algorithm, burst)",
+	"ratewarden.yaml":           "a native document",
+}
+
+// TestLoaderAcceptance: `ratewarden config validate` accepts exactly the
+// files envoyproxy/ratelimit's loader accepts, but for the deliberate
+// differences: the peer's own test and example configs, the service's
+// fixtures and this package's edge cases, one file at a time and the
+// peer's merge pair with and without merging.
+func TestLoaderAcceptance(t *testing.T) {
+	_, ours := build(t, t.TempDir())
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/envoyproxy/ratelimit").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peerDir := strings.TrimSpace(string(out))
+	var files []string
+	for _, g := range []string{
+		filepath.Join(peerDir, "test", "config", "*.yaml"),
+		filepath.Join(peerDir, "examples", "ratelimit", "config", "*.yaml"),
+		filepath.Join(peerDir, "test", "integration", "runtime", "current", "ratelimit", "*", "*.yaml"),
+		filepath.Join("..", "..", "config", "testdata", "invalid", "*.yaml"),
+		filepath.Join("..", "..", "server", "testdata", "*.yaml"),
+		filepath.Join("..", "..", "..", "examples", "config", "*.yaml"),
+		filepath.Join("testdata", "*.yaml"),
+		filepath.Join("testdata", "loader", "*.yaml"),
+	} {
+		m, err := filepath.Glob(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) < 60 {
+		t.Fatalf("%d config files found, want at least 60", len(files))
+	}
+	check := func(name string, fs []string, merge bool) {
+		peerErr := peerLoads(fs, merge)
+		args := []string{"config", "validate"}
+		if merge {
+			args = append(args, "--merge-domains")
+		}
+		ourOut, ourErr := exec.Command(ours, append(args, fs...)...).CombinedOutput()
+		if (peerErr == nil) == (ourErr == nil) {
+			return
+		}
+		if why, ok := loaderDeliberate[filepath.Base(name)]; ok {
+			t.Logf("%s: differs on purpose: %s", name, why)
+			return
+		}
+		t.Errorf("%s: envoyproxy/ratelimit: %v; ratewarden: %v\n%s", name, peerErr, ourErr, ourOut)
+	}
+	for _, f := range files {
+		check(f, []string{f}, false)
+	}
+	pair := []string{filepath.Join(peerDir, "test", "config", "merge_domain_key1.yaml"), filepath.Join(peerDir, "test", "config", "merge_domain_key2.yaml")}
+	check("merge pair", pair, false)
+	check("merge pair, merged", pair, true)
+	t.Logf("%d files, each judged alike but for the deliberate differences", len(files))
+}
