@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,9 +188,10 @@ func TestDenyCacheLayer(t *testing.T) {
 }
 
 // TestFrontsShareLayersNotBreakers: fronts share the script store and the
-// deny cache, but each has breakers of its own. A key whose state holds a
-// value of the wrong type fails in Redis: it opens the breaker of the
-// front that checked it (trip after 1) and nothing else.
+// deny cache, but each has breakers of its own. Redis refusing writes
+// (maxmemory reached) opens the breaker of the front that checked (trip
+// after 1) and nothing else; a key whose state holds a value of the wrong
+// type is that key's trouble and opens none.
 func TestFrontsShareLayersNotBreakers(t *testing.T) {
 	srv := testredis.Start(t)
 	st := newStack(t, rueidisClient(t, srv.Addr), stack.WithFallback(fallback.WithTripAfter(1), fallback.WithProbeInterval(time.Hour)))
@@ -213,12 +215,27 @@ func TestFrontsShareLayersNotBreakers(t *testing.T) {
 		t.Errorf("front b after front a's denial: %+v, %v; want the shared deny cache's denial", r, err)
 	}
 
-	// Not shared: the breakers.
+	// A key's bad state trips nothing.
 	if _, err := srv.Do("SET", st.Script().Key("broken", daily), "not a number"); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := la.Allow(bg, "broken", daily); err != nil || r.Source != ratewarden.SourceFailClosed {
 		t.Fatalf("front a on a broken key: %+v, %v; want fail_closed", r, err)
+	}
+	if a.State() != fallback.StateClosed {
+		t.Errorf("front a after a broken key: %v, want closed", a.State())
+	}
+
+	// Not shared: the breakers.
+	if _, err := srv.Do("CONFIG", "SET", "maxmemory", "1"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := la.Allow(bg, "new", daily)
+	if _, err := srv.Do("CONFIG", "SET", "maxmemory", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil || r.Source != ratewarden.SourceFailClosed {
+		t.Fatalf("front a on a Redis out of memory: %+v, %v; want fail_closed", r, err)
 	}
 	if a.State() != fallback.StateOpen || b.State() != fallback.StateClosed || st.State() != fallback.StateClosed {
 		t.Errorf("breakers: a %v, b %v, default %v; want only a's open", a.State(), b.State(), st.State())
@@ -230,9 +247,10 @@ func TestFrontsShareLayersNotBreakers(t *testing.T) {
 
 // TestClusterBreakerPerSlotGroup: on a real 3-primary Cluster each front
 // has a breaker per group of slots (16 by default, WithSlotGroups(n)
-// otherwise), through both clients. A failing key opens only the breaker
-// of its group, Slot(key) × n / 16384; the other keys are still decided by
-// Redis.
+// otherwise), through both clients. A key on a primary that refuses writes
+// (maxmemory reached) opens only the breaker of its group, Slot(key) × n /
+// 16384; keys of the other groups, on other primaries, are still decided
+// by Redis.
 func TestClusterBreakerPerSlotGroup(t *testing.T) {
 	cl := testredis.StartCluster(t)
 	addrs := cl.Addrs()
@@ -256,13 +274,50 @@ func TestClusterBreakerPerSlotGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := limiter(t, st)
-	// One key per group, found by Slot.
+	// One key per group, found by Slot: group 2's on a primary that does
+	// not hold all of another group (groups of slots straddle primaries),
+	// the other groups' keys on other primaries.
+	topo, err := testredis.Topology(cl.Nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owner [16384]string
+	for _, n := range topo {
+		for _, r := range n.Slots {
+			for slot := r[0]; slot <= r[1]; slot++ {
+				owner[slot] = n.Addr
+			}
+		}
+	}
+	victim := ""
+	for slot := 2 * 16384 / groups; slot < 3*16384/groups && victim == ""; slot++ {
+		ok := true
+		for g := range groups {
+			ok = ok && (g == 2 || slices.ContainsFunc(owner[g*16384/groups:(g+1)*16384/groups], func(a string) bool { return a != owner[slot] }))
+		}
+		if ok {
+			victim = owner[slot]
+		}
+	}
+	if victim == "" {
+		t.Fatalf("every primary of group 2 holds all of another group: %v", topo)
+	}
 	keys := make([]string, groups)
 	for i, found := 0, 0; found < groups; i++ {
+		if i == 10_000_000 {
+			t.Fatalf("no key found for every group: %q", keys)
+		}
 		k := "user:" + strings.Repeat("x", i%3) + string(rune('a'+i%26)) + time.Duration(i).String()
-		if g := redisstore.Slot(k) * groups / 16384; keys[g] == "" {
+		slot := redisstore.Slot(k)
+		if g := slot * groups / 16384; keys[g] == "" && (owner[slot] == victim) == (g == 2) {
 			keys[g] = k
 			found++
+		}
+	}
+	var victimSrv *testredis.Server
+	for _, n := range cl.Nodes {
+		if n.Addr == victim {
+			victimSrv = n
 		}
 	}
 	for g, k := range keys {
@@ -270,16 +325,12 @@ func TestClusterBreakerPerSlotGroup(t *testing.T) {
 			t.Fatalf("group %d: %s: %+v, %v; want Redis' admission", g, k, r, err)
 		}
 	}
-	broken := keys[2]
-	owner, err := cl.KeyOwner(st.Script().Key(broken, daily))
-	if err != nil {
+	if _, err := victimSrv.Do("CONFIG", "SET", "maxmemory", "1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := owner.Do("SET", st.Script().Key(broken, daily), "not a number"); err != nil {
-		t.Fatal(err)
-	}
-	if r, err := l.Allow(bg, broken, daily); err != nil || !r.Source.Degraded() {
-		t.Fatalf("broken key: %+v, %v; want a degraded answer", r, err)
+	t.Cleanup(func() { _, _ = victimSrv.Do("CONFIG", "SET", "maxmemory", "0") })
+	if r, err := l.Allow(bg, keys[2], daily); err != nil || !r.Source.Degraded() {
+		t.Fatalf("key on a primary out of memory: %+v, %v; want a degraded answer", r, err)
 	}
 	want := []fallback.State{fallback.StateClosed, fallback.StateClosed, fallback.StateOpen, fallback.StateClosed}
 	if got := st.States(); len(got) != groups || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || got[3] != want[3] {
@@ -290,7 +341,7 @@ func TestClusterBreakerPerSlotGroup(t *testing.T) {
 			continue
 		}
 		if r, err := l.Allow(bg, k, daily); err != nil || !r.Allowed || r.Source != ratewarden.SourceStore {
-			t.Errorf("group %d after group 2 failed: %+v, %v; want Redis' admission", g, r, err)
+			t.Errorf("group %d (another primary) after group 2 failed: %+v, %v; want Redis' admission", g, r, err)
 		}
 	}
 }
