@@ -221,7 +221,7 @@ func (s *Store) judge(ctx context.Context, start time.Time, err error) error {
 	if err == nil || err == errLocal {
 		return err
 	}
-	switch ratewarden.Classify(nil, err) { // the caller's context is looked at below
+	switch ratewarden.Classify(context.Background(), err) { // the caller's context is looked at below
 	case ratewarden.InvalidInput:
 		return &passError{err}
 	case ratewarden.KeyState:

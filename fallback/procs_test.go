@@ -136,7 +136,7 @@ func causeKind(err error) string {
 	case err == ErrOpen:
 		return "open"
 	default:
-		return ratewarden.Classify(nil, err).String()
+		return ratewarden.Classify(context.Background(), err).String()
 	}
 }
 

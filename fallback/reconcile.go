@@ -333,7 +333,7 @@ func (s *Store) reconcile(entries []*jentry, dropped int64) {
 			return
 		}
 		n, err := s.charge(e)
-		switch ratewarden.Classify(nil, err) {
+		switch ratewarden.Classify(context.Background(), err) {
 		case ratewarden.NoError:
 			keys, units = keys+1, units+n
 		case ratewarden.StoreUnavailable:
