@@ -141,14 +141,17 @@ func WithConfig(cfg *config.Config) Option {
 }
 
 // WithConfigPaths loads the configuration from files or directories and
-// reloads it when their contents change (polled, see WithReloadInterval)
-// or Reload is called (on SIGHUP, say).
+// reloads it when their contents change, about 50 ms after a settled
+// change (filesystem notifications, and polling every WithReloadInterval
+// as the fallback), or when Reload is called (on SIGHUP, say). With
+// EnvoyCompat.MergeDomains, documents of one domain are merged.
 func WithConfigPaths(paths ...string) Option {
 	return func(o *options) { o.paths, o.pathsGiven = paths, true }
 }
 
-// WithReloadInterval sets how often config files are polled for changes;
-// 0 turns polling off (Reload still works). Default one second.
+// WithReloadInterval sets how often config files are polled for changes,
+// the fallback for filesystems without notifications; 0 turns watching
+// off, notifications too (Reload still works). Default one second.
 func WithReloadInterval(d time.Duration) Option {
 	return func(o *options) { o.interval = d }
 }
