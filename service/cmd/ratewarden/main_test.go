@@ -100,6 +100,23 @@ func TestConfigValidateCounts(t *testing.T) {
 	}
 }
 
+// TestConfigValidateEnvoyCompat: --merge-domains merges one domain's two
+// files, and a key of envoyproxy/ratelimit's format in the wrong place is
+// a warning on stdout, not a problem.
+func TestConfigValidateEnvoyCompat(t *testing.T) {
+	dir := t.TempDir()
+	a := writeFile(t, dir, "a.yaml", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, shadow_mode: true}\n")
+	b := writeFile(t, dir, "b.yaml", "domain: d\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+	if code, _, errs := runArgs("config", "validate", a, b); code != 1 || errs != "1 problem\n" {
+		t.Errorf("two files of domain d: exit %d, stderr %q; want 1, one problem", code, errs)
+	}
+	code, out, errs := runArgs("config", "validate", "--merge-domains", a, b)
+	want := "warning: " + a + `:4: descriptors[0].rate_limit: "shadow_mode" does not belong here and is ignored`
+	if code != 0 || !strings.HasPrefix(out, want) || !strings.HasSuffix(out, "OK: 0 policies, 1 domain in "+a+", "+b+"\n") || errs != "" {
+		t.Errorf("--merge-domains: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
 // syncBuffer is a bytes.Buffer safe to write from the server's goroutines
 // while the test reads it.
 type syncBuffer struct {

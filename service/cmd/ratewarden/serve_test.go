@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/service/server"
 )
 
 // parseServe parses serve's arguments with env as the environment and
@@ -65,6 +66,37 @@ func TestServeSettings(t *testing.T) {
 		name, _, _ := strings.Cut(tc.args[0], "=")
 		if _, err := parseServe(t, nil, tc.args...); err == nil || !strings.HasPrefix(err.Error(), name) {
 			t.Errorf("%q: err = %v, want one starting with %s", tc.args, err, name)
+		}
+	}
+}
+
+// TestServeEnvoyCompat: envoyproxy/ratelimit's settings from ratewarden's
+// flags, their variables, or the peer's own variables, which lose to
+// ratewarden's.
+func TestServeEnvoyCompat(t *testing.T) {
+	peerEnv := map[string]string{"LIMIT_RESPONSE_HEADERS_ENABLED": "true", "LIMIT_LIMIT_HEADER": "X-L", "LIMIT_REMAINING_HEADER": "X-R",
+		"LIMIT_RESET_HEADER": "X-T", "MERGE_DOMAIN_CONFIG": "true", "RESPONSE_DYNAMIC_METADATA": "true", "SHADOW_MODE": "true", "QUOTA_MODE": "true"}
+	st, err := parseServe(t, peerEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := server.EnvoyCompat{Headers: server.RLSHeadersEnvoy, LimitHeader: "X-L", RemainingHeader: "X-R", ResetHeader: "X-T",
+		DynamicMetadata: true, ShadowMode: true, QuotaMode: true, MergeDomains: true}
+	if st.envoy != want {
+		t.Errorf("from the peer's variables: %+v, want %+v", st.envoy, want)
+	}
+	peerEnv["RATEWARDEN_SHADOW_MODE"] = "false"
+	st, err = parseServe(t, peerEnv, "--rls-headers", "none", "--quota-mode=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.envoy.Headers != server.RLSHeadersNone || st.envoy.ShadowMode || st.envoy.QuotaMode || !st.envoy.MergeDomains {
+		t.Errorf("ratewarden's flags and variables win: %+v", st.envoy)
+	}
+	for _, args := range [][]string{{"--rls-headers", "peer"}, {"--merge-domains=perhaps"}, {"--shadow-mode=2"}} {
+		name, _, _ := strings.Cut(args[0], "=")
+		if _, err := parseServe(t, nil, args...); err == nil || !strings.HasPrefix(err.Error(), name) {
+			t.Errorf("%q: err = %v, want one starting with %s", args, err, name)
 		}
 	}
 }
