@@ -339,14 +339,15 @@ func (g *rls) render(req *rlspb.RateLimitRequest, dom *config.Domain, evals []ev
 			resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 		}
 	}
+	if g.s.envoy.ShadowMode {
+		resp.OverallCode = rlspb.RateLimitResponse_OK // SHADOW_MODE: report, never deny
+	}
 	switch g.s.envoy.Headers {
 	case RLSHeadersRatewarden:
+		// No Retry-After on a request that passes, SHADOW_MODE's too.
 		resp.ResponseHeadersToAdd = draftHeaders(evals, resp.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT)
 	case RLSHeadersEnvoy:
 		resp.ResponseHeadersToAdd = g.s.envoy.headers(resp.Statuses, evals, now)
-	}
-	if g.s.envoy.ShadowMode {
-		resp.OverallCode = rlspb.RateLimitResponse_OK // SHADOW_MODE: report, never deny
 	}
 	if g.s.envoy.DynamicMetadata {
 		resp.DynamicMetadata = dynamicMetadata(req, evals, quotaOver)

@@ -228,6 +228,9 @@ func TestPeerGlobalModes(t *testing.T) {
 	shadow := peerServer(t, server.EnvoyCompat{ShadowMode: true})
 	r := shouldRL(t, shadow, "shop", 1, desc("banned", "g"))
 	wantCodes(t, "global shadow", r, ok, over)
+	if h := headerMap(r); h["retry-after"] != "" || h["x-ratelimit-limit"] != "0" {
+		t.Errorf("global shadow: headers %v, want the limit and no retry-after (the request passes)", h)
+	}
 
 	quota := peerServer(t, server.EnvoyCompat{QuotaMode: true, DynamicMetadata: true})
 	d := desc("banned", "g")
