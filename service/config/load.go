@@ -260,8 +260,13 @@ func (p *parser) mapping(n *yaml.Node, what string, allowed ...string) ([]field,
 			continue
 		}
 		if prev, dup := seen[k.Value]; dup {
-			p.errf(k, "%s: key %q given twice (first at line %d)", what, k.Value, prev)
-			continue
+			if !p.envoy {
+				p.errf(k, "%s: key %q given twice (first at line %d)", what, k.Value, prev)
+				continue
+			}
+			// envoyproxy/ratelimit's YAML parser keeps the last one.
+			p.warnf(k, "%s: key %q given twice (first at line %d); the last one counts, as in envoyproxy/ratelimit", what, k.Value, prev)
+			out = slices.DeleteFunc(out, func(f field) bool { return f.name == k.Value })
 		}
 		seen[k.Value] = k.Line
 		if allowed != nil && !slices.Contains(allowed, k.Value) {
