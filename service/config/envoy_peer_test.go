@@ -34,7 +34,9 @@ func TestPeerAcceptedConfigs(t *testing.T) {
 		{"rate_limit with nothing is none", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n",
 			func(d *config.Domain) bool { return d.Descriptors[0].RateLimit == nil }, 0},
 		{"a key given twice: the last counts", "domain: d\ndescriptors:\n  - key: a\n    key: b\n    rate_limit: {unit: second, requests_per_unit: 1, unit: minute}\n",
-			func(d *config.Domain) bool { return d.Descriptors[0].Key == "b" && d.Descriptors[0].RateLimit.Unit == "minute" }, 2},
+			func(d *config.Domain) bool {
+				return d.Descriptors[0].Key == "b" && d.Descriptors[0].RateLimit.Unit == "minute"
+			}, 2},
 		{"no descriptors", "domain: d\ndescriptors:\n", func(d *config.Domain) bool { return len(d.Descriptors) == 0 }, 0},
 		{"share_threshold on a key ending in *", "domain: d\ndescriptors:\n  - key: \"b*\"\n    share_threshold: true\n",
 			func(d *config.Domain) bool { return d.Descriptors[0].ShareThreshold }, 0},
