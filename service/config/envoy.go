@@ -54,6 +54,10 @@ func (p *parser) domain(n *yaml.Node) {
 			descs = f.val
 		}
 	}
+	if d.Name == "" && ok {
+		p.errf(n, "domain is missing: it must not be empty")
+		ok = false
+	}
 	if descs != nil {
 		var good bool
 		d.Descriptors, good = p.descriptors(descs, "descriptors", "")

@@ -37,6 +37,11 @@ func TestPeerAcceptedConfigs(t *testing.T) {
 			func(d *config.Domain) bool {
 				return d.Descriptors[0].Key == "b" && d.Descriptors[0].RateLimit.Unit == "minute"
 			}, 2},
+		{"a field with nothing is as if not given", "domain: d\ndescriptors:\n  - key: a\n    value:\n    shadow_mode:\n    rate_limit: {unit: second, requests_per_unit: , name: }\n",
+			func(d *config.Domain) bool {
+				n := d.Descriptors[0]
+				return n.Value == "" && !n.Shadow && n.RateLimit.RequestsPerUnit == 0 && n.RateLimit.Name == ""
+			}, 0},
 		{"no descriptors", "domain: d\ndescriptors:\n", func(d *config.Domain) bool { return len(d.Descriptors) == 0 }, 0},
 		{"share_threshold on a key ending in *", "domain: d\ndescriptors:\n  - key: \"b*\"\n    share_threshold: true\n",
 			func(d *config.Domain) bool { return d.Descriptors[0].ShareThreshold }, 0},

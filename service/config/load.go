@@ -269,6 +269,9 @@ func (p *parser) mapping(n *yaml.Node, what string, allowed ...string) ([]field,
 			out = slices.DeleteFunc(out, func(f field) bool { return f.name == k.Value })
 		}
 		seen[k.Value] = k.Line
+		if p.envoy && v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+			continue // envoyproxy/ratelimit reads "key:" with nothing as the zero value: as if not given
+		}
 		if allowed != nil && !slices.Contains(allowed, k.Value) {
 			if p.envoy && slices.Contains(peerKeys, k.Value) {
 				p.warnf(k, "%s: %q does not belong here and is ignored (as envoyproxy/ratelimit ignores it); want %s", what, k.Value, strings.Join(allowed, ", "))
@@ -300,6 +303,11 @@ func kindName(n *yaml.Node) string {
 func (p *parser) str(n *yaml.Node, what string) (string, bool) {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
 		p.errf(n, "%s must be a string, got %s", what, kindName(n))
+		return "", false
+	}
+	if p.envoy && n.Tag == "!!float" && n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) == 0 {
+		// envoyproxy/ratelimit refuses a fractional number anywhere.
+		p.errf(n, "%s must be a string, got the number %s (quote it)", what, n.Value)
 		return "", false
 	}
 	return n.Value, true
