@@ -114,7 +114,7 @@ func newServeFlags(getenv func(string) string) (*flag.FlagSet, serveFlags) {
 		inline:       envBoolFlag(fs, getenv, "inline-limits", "RATEWARDEN_INLINE_LIMITS", `take inline limits ("limit" in /v1 requests), bounded by the config's inline_limits maxima; a config's inline_limits.enabled turns them on too`),
 		maxKeyBytes:  envFlag(fs, getenv, "max-key-bytes", "RATEWARDEN_MAX_KEY_BYTES", strconv.Itoa(server.DefaultMaxKeyBytes), "cap on a caller key's bytes (HTTP key, Envoy domain and descriptor entries)"),
 		adminAddr:    envFlag(fs, getenv, "admin-addr", "RATEWARDEN_ADMIN_ADDR", "", "serve /metrics and the detailed /readyz on this address instead of the HTTP address (empty: on the HTTP address)"),
-		rlsHeaders:   envFlag(fs, getenv, "rls-headers", "RATEWARDEN_RLS_HEADERS", defaultRLSHeaders(getenv), "gRPC answers' headers: ratewarden (RateLimit draft and X-RateLimit-*), envoy (envoyproxy/ratelimit's RateLimit-Limit/-Remaining/-Reset, named by $LIMIT_LIMIT_HEADER, $LIMIT_REMAINING_HEADER, $LIMIT_RESET_HEADER) or none; default envoy when $LIMIT_RESPONSE_HEADERS_ENABLED is true"),
+		rlsHeaders:   envFlag(fs, getenv, "rls-headers", "RATEWARDEN_RLS_HEADERS", defaultRLSHeaders(getenv), "gRPC answers' headers: ratewarden (RateLimit draft and X-RateLimit-*), envoy (envoyproxy/ratelimit's RateLimit-Limit/-Remaining/-Reset, named by $LIMIT_LIMIT_HEADER, $LIMIT_REMAINING_HEADER, $LIMIT_RESET_HEADER) or none; default envoy when $LIMIT_RESPONSE_HEADERS_ENABLED is true, none when it is false"),
 		mergeDomains: peerBoolFlag(fs, getenv, "merge-domains", "RATEWARDEN_MERGE_DOMAINS", "MERGE_DOMAIN_CONFIG", "merge config documents of the same Envoy domain instead of refusing the second"),
 		dynMeta:      peerBoolFlag(fs, getenv, "response-dynamic-metadata", "RATEWARDEN_RESPONSE_DYNAMIC_METADATA", "RESPONSE_DYNAMIC_METADATA", "add the request's domain, descriptors and quota_mode violations to gRPC answers' dynamic_metadata"),
 		shadowMode:   peerBoolFlag(fs, getenv, "shadow-mode", "RATEWARDEN_SHADOW_MODE", "SHADOW_MODE", "gRPC answers are always OK overall; statuses still say OVER_LIMIT"),
@@ -123,13 +123,18 @@ func newServeFlags(getenv func(string) string) (*flag.FlagSet, serveFlags) {
 	}
 }
 
-// defaultRLSHeaders is --rls-headers' default: envoy when
-// envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED is true.
+// defaultRLSHeaders is --rls-headers' default: what envoyproxy/ratelimit
+// sends when its LIMIT_RESPONSE_HEADERS_ENABLED is set (envoy when true,
+// none when false), else ratewarden.
 func defaultRLSHeaders(getenv func(string) string) string {
-	if on, err := strconv.ParseBool(getenv("LIMIT_RESPONSE_HEADERS_ENABLED")); err == nil && on {
+	on, err := strconv.ParseBool(getenv("LIMIT_RESPONSE_HEADERS_ENABLED"))
+	switch {
+	case err != nil:
+		return "ratewarden"
+	case on:
 		return "envoy"
 	}
-	return "ratewarden"
+	return "none"
 }
 
 // serve runs "ratewarden serve": settings from the flags, then the

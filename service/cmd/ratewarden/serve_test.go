@@ -93,6 +93,9 @@ func TestServeEnvoyCompat(t *testing.T) {
 	if st.envoy.Headers != server.RLSHeadersNone || st.envoy.ShadowMode || st.envoy.QuotaMode || !st.envoy.MergeDomains {
 		t.Errorf("ratewarden's flags and variables win: %+v", st.envoy)
 	}
+	if st, err := parseServe(t, map[string]string{"LIMIT_RESPONSE_HEADERS_ENABLED": "false"}); err != nil || st.envoy.Headers != server.RLSHeadersNone {
+		t.Errorf("LIMIT_RESPONSE_HEADERS_ENABLED=false: headers %v, %v; want none", st.envoy.Headers, err)
+	}
 	for _, args := range [][]string{{"--rls-headers", "peer"}, {"--merge-domains=perhaps"}, {"--shadow-mode=2"}} {
 		name, _, _ := strings.Cut(args[0], "=")
 		if _, err := parseServe(t, nil, args...); err == nil || !strings.HasPrefix(err.Error(), name) {
