@@ -36,7 +36,7 @@ func TestInvalidFixtures(t *testing.T) {
 		"not_a_mapping.yaml":                    {"not_a_mapping.yaml:1: a config document must be a mapping"},
 		"empty_domain.yaml":                     {"empty_domain.yaml:1: domain is missing: it must not be empty"},
 		"missing_domain.yaml":                   {"missing_domain.yaml:2: domain is missing: an Envoy document with descriptors needs a domain"},
-		"replaces_self.yaml":                    {`replaces_self.yaml:5: descriptors[0].rate_limit: replaces names this rate_limit itself ("carts"): a limit cannot replace itself`},
+		"replaces_self.yaml":                    {`replaces_self.yaml:9: descriptors[0].rate_limit.replaces[0]: names this rate_limit itself ("carts"): a limit cannot replace itself`},
 		"share_threshold_without_wildcard.yaml": {`share_threshold_without_wildcard.yaml:3: descriptors[0]: share_threshold applies only to a wildcard value (one ending in *), got value "fixed-value"`},
 		"descriptors_not_mappings.yaml": {
 			`descriptors_not_mappings.yaml:3: descriptors[0] must be a mapping, got "checkout"`,

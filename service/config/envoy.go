@@ -253,6 +253,7 @@ type rateLimitFields struct {
 	unitValid bool // unit names one of Units
 	alg       ratewarden.Algorithm
 	burst     int64
+	replaces  []*yaml.Node // the replaces entries, for messages
 }
 
 // rateLimit reads a rate_limit mapping with envoyproxy/ratelimit's rules:
@@ -272,9 +273,9 @@ func (p *parser) rateLimit(n *yaml.Node, what string) (*RateLimit, bool) {
 	for _, f := range fields {
 		ok = p.rateLimitField(f, what, r, &rf) && ok
 	}
-	for _, name := range r.Replaces {
+	for i, name := range r.Replaces {
 		if name == r.Name {
-			p.errf(n, "%s: replaces names this rate_limit itself (%q): a limit cannot replace itself", what, name)
+			p.errf(rf.replaces[i], "%s.replaces[%d]: names this rate_limit itself (%q): a limit cannot replace itself", what, i, name)
 			ok = false
 		}
 	}
@@ -328,7 +329,7 @@ func (p *parser) rateLimitField(f field, what string, r *RateLimit, rf *rateLimi
 	case "name":
 		r.Name, good = p.str(f.val, w)
 	case "replaces":
-		r.Replaces, good = p.replaces(f.val, w)
+		r.Replaces, rf.replaces, good = p.replaces(f.val, w)
 	case "algorithm":
 		var s string
 		if s, good = p.str(f.val, w); good {
@@ -349,13 +350,15 @@ func (p *parser) rateLimitField(f field, what string, r *RateLimit, rf *rateLimi
 	return good
 }
 
-func (p *parser) replaces(n *yaml.Node, what string) ([]string, bool) {
+// replaces reads a replaces list: the names, and the entries they came from.
+func (p *parser) replaces(n *yaml.Node, what string) ([]string, []*yaml.Node, bool) {
 	if n.Kind != yaml.SequenceNode {
 		p.errf(n, "%s must be a list of {name: ...}, got %s", what, kindName(n))
-		return nil, false
+		return nil, nil, false
 	}
 	ok := true
 	var out []string
+	var nodes []*yaml.Node
 	for i, item := range n.Content {
 		w := what + "[" + strconv.Itoa(i) + "]"
 		fields, isMap := p.mapping(item, w, "name")
@@ -372,9 +375,9 @@ func (p *parser) replaces(n *yaml.Node, what string) ([]string, bool) {
 			ok = false
 			continue
 		}
-		out = append(out, name)
+		out, nodes = append(out, name), append(nodes, item)
 	}
-	return out, ok
+	return out, nodes, ok
 }
 
 // boolean11 reads a boolean of the Envoy format as envoyproxy/ratelimit's
