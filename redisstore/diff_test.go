@@ -256,33 +256,22 @@ func compareState(t *testing.T, c rueidis.Client, s *Store, m *model, j int, key
 	rk := s.Key(key, m.limits[j])
 	switch m.params[j].Alg {
 	case ratewarden.FixedWindow, ratewarden.SlidingWindow:
-		v, err := c.Do(bg, c.B().Get().Key(rk).Build()).ToString()
 		var got algo.Window
-		if !rueidis.IsRedisNil(err) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := fmt.Sscanf(v, "%d %d %d", &got.Start, &got.Curr, &got.Prev); err != nil {
-				t.Fatalf("window state %q: %v", v, err)
+		if v, at, ok := readState(t, c, rk); ok {
+			var err error
+			if got, err = decodeWindow(m.params[j].Alg, v, at, m.limits[j].Period.Microseconds()); err != nil {
+				t.Fatalf("%s: %v", rk, err)
 			}
 		}
 		if got != m.win[j] {
 			t.Fatalf("%s: state %+v, algo has %+v", rk, got, m.win[j])
 		}
 	case ratewarden.TokenBucket:
-		v, err := c.Do(bg, c.B().Get().Key(rk).Build()).ToString()
 		var got algo.Bucket
-		switch {
-		case rueidis.IsRedisNil(err):
-		case err != nil:
-			t.Fatal(err)
-		case strings.Contains(v, " "):
-			if _, err := fmt.Sscanf(v, "%d %d", &got.T, &got.F); err != nil || got.F == 0 {
-				t.Fatalf("%s: token bucket state %q (%v): want \"T F\" with F > 0", rk, v, err)
-			}
-		default:
-			if _, err := fmt.Sscanf(v, "%d", &got.T); err != nil {
-				t.Fatalf("%s: token bucket state %q: %v", rk, v, err)
+		if v, at, ok := readState(t, c, rk); ok {
+			var err error
+			if got, err = decodeBucket(v, at); err != nil {
+				t.Fatalf("%s: %v", rk, err)
 			}
 		}
 		if got != m.tat[j] {
@@ -311,6 +300,136 @@ func compareState(t *testing.T, c rueidis.Client, s *Store, m *model, j int, key
 		if want := (o.ExpireAt + 999) / 1000; err != nil || at != want {
 			t.Fatalf("%s: PEXPIRETIME %d (%v), want ceil(ExpireAt/1000) = %d", rk, at, err, want)
 		}
+	}
+}
+
+// readState returns a key's value and expiry (PEXPIRETIME, ms); ok is
+// false when the key does not exist.
+func readState(t *testing.T, c rueidis.Client, rk string) (v string, at int64, ok bool) {
+	t.Helper()
+	v, err := c.Do(bg, c.B().Get().Key(rk).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return "", 0, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at, err = c.Do(bg, c.B().Pexpiretime().Key(rk).Build()).AsInt64(); err != nil {
+		t.Fatal(err)
+	}
+	return v, at, true
+}
+
+// decodeWindow reads a window's state of key format 2 (lua/state.lua) as
+// algo keeps it, from the key's value v and expiry at (ms), independently
+// of the script's loader. Compact forms: a fixed window's count, a sliding
+// window's counts as prev*10^8+curr (both below 9*10^7, and only then) or
+// "curr prev", the window start from the expiry. Long forms (Redis 6.2):
+// "start count", "start curr prev".
+func decodeWindow(alg ratewarden.Algorithm, v string, at, period int64) (algo.Window, error) {
+	var w algo.Window
+	f, err := parseInts(v)
+	switch {
+	case err != nil || at < 0:
+		return w, fmt.Errorf("window state %q (expiry %d): %v", v, at, err)
+	case alg == ratewarden.FixedWindow && len(f) == 1:
+		return algo.Window{Start: at*1000 - period, Curr: f[0]}, nil
+	case alg == ratewarden.FixedWindow && len(f) == 2:
+		return algo.Window{Start: f[0], Curr: f[1]}, nil
+	case alg == ratewarden.FixedWindow:
+		return w, fmt.Errorf("fixed window state %q: want a count or \"start count\"", v)
+	case len(f) == 1 && f[0]%1e8 < 9e7:
+		return algo.Window{Start: at*1000 - 2*period, Curr: f[0] % 1e8, Prev: f[0] / 1e8}, nil
+	case len(f) == 2 && (f[0] >= 9e7 || f[1] >= 9e7):
+		return algo.Window{Start: at*1000 - 2*period, Curr: f[0], Prev: f[1]}, nil
+	case len(f) == 3:
+		return algo.Window{Start: f[0], Curr: f[1], Prev: f[2]}, nil
+	}
+	return w, fmt.Errorf("sliding window state %q: want prev*10^8+curr, \"curr prev\" with a count of 9*10^7 or more, or \"start curr prev\"", v)
+}
+
+// decodeBucket reads a token bucket's state of key format 2: F*1000+d,
+// with the key expiring at T (T+1 when F > 0) + d µs, a whole millisecond;
+// or, written by Redis 6.2, "T F".
+func decodeBucket(v string, at int64) (algo.Bucket, error) {
+	f, err := parseInts(v)
+	switch {
+	case err != nil || at < 0:
+		return algo.Bucket{}, fmt.Errorf("token bucket state %q (expiry %d): %v", v, at, err)
+	case len(f) == 2:
+		return algo.Bucket{T: f[0], F: f[1]}, nil
+	case len(f) != 1:
+		return algo.Bucket{}, fmt.Errorf("token bucket state %q: want F*1000+d or \"T F\"", v)
+	}
+	b := algo.Bucket{T: at*1000 - f[0]%1000, F: f[0] / 1000}
+	if b.F > 0 {
+		b.T--
+	}
+	return b, nil
+}
+
+// parseInts parses the non-negative integers of v, separated by single
+// spaces.
+func parseInts(v string) ([]int64, error) {
+	var out []int64
+	for _, p := range strings.Split(v, " ") {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || n < 0 || strconv.FormatInt(n, 10) != p {
+			return nil, fmt.Errorf("%q is not a non-negative integer", p)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// longForms returns a script body that writes the long forms, as on Redis
+// 6.2 (which has no PEXPIRETIME), on any server.
+func longForms(tb testing.TB, body string) string {
+	const compact = "local COMPACT = redis.REDIS_VERSION_NUM ~= nil"
+	if strings.Count(body, compact) != 1 {
+		tb.Fatalf("state.lua no longer decides its forms with %q", compact)
+	}
+	return strings.Replace(body, compact, "local COMPACT = false", 1)
+}
+
+// eitherEval runs each call through a or b at random: replicas of one
+// version on a Redis that wrote half its state before an upgrade (6.2,
+// long forms) and half after (compact forms).
+type eitherEval struct {
+	a, b evaluator
+	r    *rand.Rand
+}
+
+func (e *eitherEval) eval(ctx context.Context, keys, args []string, dst []int64) ([]int64, error) {
+	if e.r.IntN(2) == 0 {
+		return e.a.eval(ctx, keys, args, dst)
+	}
+	return e.b.eval(ctx, keys, args, dst)
+}
+
+func (e *eitherEval) del(ctx context.Context, keys []string) error { return e.a.del(ctx, keys) }
+
+// TestDifferentialLongForms: the long forms that Redis 6.2 gets agree
+// with algo bit for bit too.
+func TestDifferentialLongForms(t *testing.T) {
+	srv := testredis.Start(t)
+	c := newClient(t, srv.Addr)
+	s, ev := clockStore(t, newRueidisEval(c, testClockLua+longForms(t, checkBody)))
+	for seed := range uint64(100) {
+		runDifferential(t, c, s, ev, 5000+seed, 40)
+	}
+}
+
+// TestDifferentialMixedForms: checks that read either form and write
+// either form, in any order on the same keys (a Redis upgraded from 6.2
+// to 7 with its data), still agree with algo bit for bit.
+func TestDifferentialMixedForms(t *testing.T) {
+	srv := testredis.Start(t)
+	c := newClient(t, srv.Addr)
+	mixed := &eitherEval{a: newRueidisEval(c, testClockLua+checkBody), b: newRueidisEval(c, testClockLua+longForms(t, checkBody)), r: rand.New(rand.NewPCG(7, 7))}
+	s, ev := clockStore(t, mixed)
+	for seed := range uint64(100) {
+		runDifferential(t, c, s, ev, 9000+seed, 40)
 	}
 }
 
@@ -392,7 +511,7 @@ func TestSlidingLogLargeCost(t *testing.T) {
 	if err := s.Check(bg, &ratewarden.Request{Key: "big", Limits: []ratewarden.Limit{lim}, Cost: 1}, res); err != nil || res[0].Allowed || res[0].Remaining != 0 {
 		t.Fatalf("full log: %+v, %v; want denied", res[0], err)
 	}
-	if !strings.HasPrefix(s.Key("big", lim), "rw:{big}:") {
+	if s.Key("big", lim) != "rw:{big}l1h" {
 		t.Fatal(s.Key("big", lim))
 	}
 }

@@ -27,17 +27,23 @@
 //
 // The state of a key under a limit lives at
 //
-//	<prefix>{<tag>}:<algorithm>:<period>
+//	<prefix>{<tag>}<code><period>
 //
-// for example rw:{user:42}:fixed_window:1m. The tag is the caller's key,
-// or a hash of it when it is longer than MaxKeyLen, contains a brace or
-// starts with '#', so all limits of one key share one Cluster slot (Slot
-// computes it) and the tag cannot be broken. Store.Key returns the name.
+// for example rw:{user:42}f1m for a fixed window of one minute (codes s,
+// f, t, l for the four algorithms). The tag is the caller's key, or a hash
+// of it when it is longer than MaxKeyLen, contains a brace or starts with
+// '#', so all limits of one key share one Cluster slot (Slot computes it)
+// and the tag cannot be broken. Store.Key returns the name. The windows
+// and the token bucket keep one small integer and carry their instants in
+// the key's expiry (Redis 7; 6.2 gets longer strings), so a key costs
+// little more than a bare counter with a TTL. KeyFormat versions the layout
+// and the states: replicas of versions with different formats use
+// different keys, so their counts restart once on upgrade.
 //
 // Lease mode, which answers checks of hot keys from capacity leased in
 // batches, is package lease.
 //
 // docs/redis.md specifies the rest: batching under cancellation and
-// errors, the key format, the script's arguments and reply, and each
-// algorithm's state and expiry.
+// errors, the key format and upgrades, the script's arguments and reply,
+// and each algorithm's state and expiry.
 package redisstore

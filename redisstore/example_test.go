@@ -78,9 +78,9 @@ func ExampleStore_Key() {
 	fmt.Println(store.Key("user:42", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}))
 	fmt.Println(store.Key("odd{key}", ratewarden.PerHour(500)))
 	// Output:
-	// rw:{user:42}:sliding_window:1m
-	// rw:{user:42}:token_bucket:1s
-	// rw:{#bdc165ef665f664248bc30eb4e45b49a}:sliding_window:1h
+	// rw:{user:42}s1m
+	// rw:{user:42}t1s
+	// rw:{#bdc165ef665f664248bc30eb4e45b49a}s1h
 }
 
 func ExampleWithPrefix() {
@@ -95,7 +95,7 @@ func ExampleWithPrefix() {
 	_, err = redisstore.NewGoRedis(client, redisstore.WithPrefix("bad{"))
 	fmt.Println(err)
 	// Output:
-	// staging:rl:{user:42}:sliding_window:1m
+	// staging:rl:{user:42}s1m
 	// redisstore: prefix "bad{" must not contain '{' or '}' (they would break the key's hash tag): invalid config
 }
 
@@ -147,7 +147,7 @@ func ExampleStore_Reset() {
 	if _, err := limiter.AllowAll(ctx, "user:7", 10, perMinute, perDay); err != nil {
 		log.Fatal(err)
 	}
-	// One DEL of rw:{user:7}:sliding_window:1m; the per-day state of
+	// One DEL of rw:{user:7}s1m; the per-day state of
 	// user:7 stays.
 	if err := store.Reset(ctx, "user:7", perMinute); err != nil {
 		log.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ratewarden/ratewarden"
 )
@@ -14,11 +15,22 @@ import (
 // longer keys are hashed.
 const MaxKeyLen = 256
 
+// KeyFormat is the version of the key layout and state formats this
+// package reads and writes. Format 1 (before this version) named keys
+// <prefix>{<tag>}:<algorithm>:<period>; format 2 names them
+// <prefix>{<tag>}<code><period>, so a replica of either version never reads
+// the other's keys (docs/redis.md says what an upgrade does to counters in
+// flight).
+const KeyFormat = 2
+
 // Key returns the Redis key holding the state of key under limit:
 //
-//	<prefix>{<tag>}:<algorithm>:<period>
+//	<prefix>{<tag>}<code><period>
 //
-// where tag is key itself, or "#" and the hex of the first 16 bytes of
+// where code is one letter naming the algorithm and its state format ('s'
+// sliding_window, 'f' fixed_window, 't' token_bucket, 'l' sliding_log),
+// period is the period as a count and a unit (s, m, h, d: the largest that
+// divides it) or a bare count of milliseconds, and tag is key itself, or "#" and the hex of the first 16 bytes of
 // key's SHA-256 when key is longer than MaxKeyLen, contains '{' or '}',
 // starts with '#' (so a hashed tag never equals a caller's key) or is empty
 // (which the Limiter rejects anyway).
@@ -49,7 +61,7 @@ func appendTag(b []byte, key string) []byte {
 
 // limitEnc is what a Limit contributes to a script call, formatted once.
 type limitEnc struct {
-	suffix string    // "}:" + Scope()
+	suffix string    // "}" + code + period
 	args   [4]string // algorithm code, rate, period µs, capacity
 }
 
@@ -70,7 +82,7 @@ func (c *encCache) get(l ratewarden.Limit) *limitEnc {
 		return e
 	}
 	e = &limitEnc{
-		suffix: "}:" + l.Scope(),
+		suffix: "}" + algoCode(l.Algorithm) + compactPeriod(l.Period),
 		args: [4]string{
 			strconv.Itoa(int(l.Algorithm)),
 			strconv.FormatInt(l.Rate, 10),
@@ -85,4 +97,35 @@ func (c *encCache) get(l ratewarden.Limit) *limitEnc {
 	c.m[l] = e
 	c.mu.Unlock()
 	return e
+}
+
+// algoCode is the letter of an algorithm in a key of KeyFormat 2. A later
+// change to an algorithm's state format takes a new letter, never one used
+// before, and never ':' (the character after the tag in format 1 keys).
+func algoCode(a ratewarden.Algorithm) string {
+	switch a {
+	case ratewarden.FixedWindow:
+		return "f"
+	case ratewarden.TokenBucket:
+		return "t"
+	case ratewarden.SlidingLog:
+		return "l"
+	default:
+		return "s"
+	}
+}
+
+// compactPeriod formats a period of whole milliseconds as a count and the
+// largest unit among d, h, m and s that divides it, or as a bare count of
+// milliseconds: 1m, 90s, 1500.
+func compactPeriod(p time.Duration) string {
+	for _, u := range [...]struct {
+		d    time.Duration
+		name string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if p >= u.d && p%u.d == 0 {
+			return strconv.FormatInt(int64(p/u.d), 10) + u.name
+		}
+	}
+	return strconv.FormatInt(p.Milliseconds(), 10)
 }

@@ -134,7 +134,7 @@ func (l *Lender) GiveBack(ctx context.Context, key string, limit ratewarden.Limi
 	}
 	ctx, cancel := l.s.bound(ctx)
 	defer cancel()
-	args := []string{"give", strconv.FormatInt(window.UnixMicro(), 10), strconv.FormatInt(n, 10)}
+	args := []string{"give", strconv.FormatInt(window.UnixMicro(), 10), strconv.FormatInt(n, 10), strconv.FormatInt(limit.Period.Microseconds(), 10)}
 	var buf [2]int64
 	out, err := l.ev.eval(ctx, []string{l.s.Key(key, limit)}, args, buf[:0])
 	if err != nil {

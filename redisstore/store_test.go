@@ -64,8 +64,8 @@ func TestKeyFormat(t *testing.T) {
 		if !ok {
 			t.Fatalf("Key(%.20q) = %.60q: no prefix", tc.key, k)
 		}
-		tag, scope, ok := strings.Cut(tag, "}:")
-		if !ok || scope != lim.Scope() || strings.ContainsAny(tag, "{}") || strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 {
+		tag, scope, ok := strings.Cut(tag, "}")
+		if !ok || scope != "l1m" || strings.ContainsAny(tag, "{}") || strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 {
 			t.Fatalf("Key(%.20q) = %.60q: the hash tag is broken", tc.key, k)
 		}
 		if tc.hashed {
@@ -109,8 +109,8 @@ func FuzzKey(f *testing.F) {
 		if !ok {
 			t.Fatalf("%q: no prefix", k)
 		}
-		tag, scope, ok := strings.Cut(rest, "}:")
-		if !ok || scope != lim.Scope() || strings.ContainsAny(tag, "{}") || tag == "" {
+		tag, scope, ok := strings.Cut(rest, "}")
+		if !ok || scope != "t1s" || strings.ContainsAny(tag, "{}") || tag == "" {
 			t.Fatalf("%q: broken tag", k)
 		}
 		if len(tag) > MaxKeyLen {
@@ -219,5 +219,44 @@ func TestSlot(t *testing.T) {
 	// Keys that are hashed into their tag land where the hashed tag does.
 	if got, want := Slot("{x}"), int(crc16(appendTag(nil, "{x}"))&16383); got != want {
 		t.Errorf("Slot({x}) = %d, want %d", got, want)
+	}
+}
+
+// TestKeyLayout pins key format 2: one letter per algorithm, the period in
+// its largest whole unit or in bare milliseconds, and distinct names for
+// every scope.
+func TestKeyLayout(t *testing.T) {
+	s, err := newStore(nil, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]ratewarden.Limit{}
+	for _, tc := range []struct {
+		lim  ratewarden.Limit
+		want string
+	}{
+		{ratewarden.PerMinute(100), "rw:{u}s1m"},
+		{ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 5, Period: time.Minute}, "rw:{u}f1m"},
+		{ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 5, Period: time.Second, Burst: 9}, "rw:{u}t1s"},
+		{ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 5, Period: time.Hour}, "rw:{u}l1h"},
+		{ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 5, Period: 24 * time.Hour}, "rw:{u}s1d"},
+		{ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 5, Period: 48 * time.Hour}, "rw:{u}s2d"},
+		{ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 5, Period: 90 * time.Minute}, "rw:{u}s90m"},
+		{ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 5, Period: 90 * time.Second}, "rw:{u}s90s"},
+		{ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 5, Period: 1500 * time.Millisecond}, "rw:{u}s1500"},
+		{ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 5, Period: time.Millisecond}, "rw:{u}s1"},
+		{ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 5, Period: ratewarden.MaxPeriod}, "rw:{u}f366d"},
+	} {
+		got := s.Key("u", tc.lim)
+		if got != tc.want {
+			t.Errorf("Key(u, %v) = %q, want %q", tc.lim, got, tc.want)
+		}
+		if o, dup := seen[got]; dup && o.Scope() != tc.lim.Scope() {
+			t.Errorf("%v and %v share the key %q", o, tc.lim, got)
+		}
+		seen[got] = tc.lim
+	}
+	if KeyFormat != 2 {
+		t.Errorf("KeyFormat = %d: a new format needs new algorithm letters and an upgrade note in docs/redis.md", KeyFormat)
 	}
 }

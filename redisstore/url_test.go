@@ -225,7 +225,7 @@ func TestClientFromURLStandaloneACL(t *testing.T) {
 	}
 	defer c.Close()
 	allowOnce(t, c, "user:1")
-	if got := do(t, srv, "EXISTS", "rw:{user:1}:sliding_window:1m"); got != "1" {
+	if got := do(t, srv, "EXISTS", "rw:{user:1}s1m"); got != "1" {
 		t.Fatalf("state key missing: EXISTS = %s", got)
 	}
 	if list := do(t, srv, "CLIENT", "LIST"); !strings.Contains(list, "name=rw-test") || !strings.Contains(list, "user=limiter") {
@@ -260,7 +260,7 @@ func TestClientFromURLDatabaseAndKnobs(t *testing.T) {
 	}
 	defer c.Close()
 	allowOnce(t, c, "k")
-	if got := do(t, srv, "EXISTS", "rw:{k}:sliding_window:1m"); got != "0" {
+	if got := do(t, srv, "EXISTS", "rw:{k}s1m"); got != "0" {
 		t.Fatal("the state went to database 0, want 3")
 	}
 	if got := do(t, srv, "SELECT", "3"); got != "OK" {
@@ -280,7 +280,7 @@ func TestClientFromURLUnixSocket(t *testing.T) {
 	}
 	defer c.Close()
 	allowOnce(t, c, "over-unix")
-	if got := do(t, srv, "EXISTS", "rw:{over-unix}:sliding_window:1m"); got != "1" {
+	if got := do(t, srv, "EXISTS", "rw:{over-unix}s1m"); got != "1" {
 		t.Fatal("no state written over the socket")
 	}
 }
@@ -328,7 +328,7 @@ func TestClientFromURLTLS(t *testing.T) {
 	}
 	defer c2.Close()
 	allowOnce(t, c2, "tls-unverified")
-	if got := do(t, srv, "EXISTS", "rw:{tls}:sliding_window:1m", "rw:{tls-unverified}:sliding_window:1m"); got != "2" {
+	if got := do(t, srv, "EXISTS", "rw:{tls}s1m", "rw:{tls-unverified}s1m"); got != "2" {
 		t.Fatalf("EXISTS over TLS-written keys = %s, want 2", got)
 	}
 }

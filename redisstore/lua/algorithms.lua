@@ -35,7 +35,7 @@ local function fixed_window(st, key, rate, P, cap, n, consume)
     if consume and n > 0 then
       count = count + n
       rem = rem - n
-      save_window(key, ws, count, 0, e)
+      save_fixed(key, count, ws, P)
     end
   else
     retry = e - now
@@ -77,7 +77,7 @@ local function sliding_window(st, key, rate, P, cap, n, consume)
     if consume and n > 0 then
       curr = curr + n
       rem = rem - n
-      save_window(key, ws, curr, prev, ws + 2 * P)
+      save_sliding(key, curr, prev, ws, P)
     end
   else
     local budget = rate - curr - n
@@ -144,7 +144,7 @@ local function token_bucket(st, key, rate, P, cap, n, consume)
       tat, frac = advance(tat, frac, n, rate, P)
       rem = cap - used(tat, frac, rate, P)
       if rem < 0 then rem = 0 end
-      save_bucket(key, tat, frac, ceil_tat(tat, frac))
+      save_bucket(key, tat, frac)
     end
   else
     retry = bucket_retry(tat, frac, rate, P, cap, n)
@@ -181,8 +181,8 @@ end
 -- record, and the algorithm that decides on it. (A function rather than a
 -- Lua table, which every execution would have to build anew.)
 local function algorithm(code)
-  if code == '0' then return load_window, sliding_window end
-  if code == '1' then return load_window, fixed_window end
+  if code == '0' then return load_sliding, sliding_window end
+  if code == '1' then return load_fixed, fixed_window end
   if code == '2' then return load_bucket, token_bucket end
   if code == '3' then return load_log, sliding_log end
 end

@@ -47,9 +47,9 @@ local function charge_window(key, st, P, sliding)
   end
   if got == 0 then return 0 end
   if sliding then
-    save_window(key, ws, curr, prev, ws + 2 * P)
+    save_sliding(key, curr, prev, ws, P)
   else
-    save_window(key, ws, curr, 0, ws + P)
+    save_fixed(key, curr, ws, P)
   end
   return got
 end
@@ -67,7 +67,7 @@ local function charge_bucket(key, st, rate, P)
   local until_ = tat
   if frac > 0 then until_ = tat + 1 end
   if until_ <= now then return 0 end -- refilled already: nothing to keep
-  save_bucket(key, tat, frac, until_)
+  save_bucket(key, tat, frac)
   return got
 end
 

@@ -5,17 +5,18 @@
 -- checks share one count, one format and one expiry.
 --
 -- Needs now and base (clock.lua), read_limit (algorithms.lua), and
--- new_state, load_window and save_window (state.lua).
+-- new_state, load_fixed and save_fixed (state.lua).
 --
 -- KEYS[1]: the key. ARGV from ARGV[base]:
 --   'take', a limit (four arguments, read_limit), need, want
 --       fixed_window or token_bucket, 1 <= need <= want. Two checks at the
 --       one instant now: a verdict for cost need; if it admits, a check
 --       of cost min(want, remaining) that consumes.
---   'give', window_start_us, units
+--   'give', window_start_us, units, period_us
 --       fixed_window only: take units back off the count of the window
---       that starts at window_start_us, if the key still holds that
---       window; never below 0; the expiry stays as it is.
+--       that starts at window_start_us (of the period period_us), if the
+--       key still holds that window; never below 0; the expiry stays as
+--       it is.
 --
 -- Reply to take: now, granted, remaining, retry_after_us, reset_after_us,
 -- due_us. granted 0: nothing was taken, and the rest is the verdict for
@@ -27,12 +28,12 @@
 local key, op = KEYS[1], ARGV[base]
 
 if op == 'give' then
-  local ws, units = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
+  local ws, units, P = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3])
   local st = new_state()
-  load_window(st, key)
+  load_fixed(st, key, P)
   if st.start ~= ws or st.curr == 0 then return {now, 0} end
   if units > st.curr then units = st.curr end
-  save_window(key, ws, st.curr - units, 0, nil) -- the expiry stays
+  save_fixed(key, st.curr - units, ws, P, true) -- the expiry stays
   return {now, units}
 end
 

@@ -1,32 +1,57 @@
 -- The state a key holds in Redis, one key per caller key and limit. These
--- formats are the compatibility contract: replicas of different versions
--- share keys, so a format never changes.
+-- formats are the compatibility contract between replicas: they belong to
+-- key format 2 (redisstore.KeyFormat, key.go), and a change to any of them
+-- takes a new key format, so that replicas of different versions never read
+-- each other's keys.
 --
---   fixed_window, sliding_window: a string "start curr prev", the start of
---       the current window (µs), the units counted in it, and the units
---       counted in the window before it (sliding_window; fixed_window
---       always writes 0).
---   token_bucket: a string "T" or "T F", the theoretical arrival time
---       (TAT) T + F/rate µs with 0 <= F < rate; "T" when F is 0.
+--   fixed_window: the count of the current window, an integer. The window
+--       is the one that ends at the key's expiry (start = expiry - P).
+--   sliding_window: the counts of the current window and of the one before
+--       it, as one integer prev * 10^8 + curr while both are below 9 * 10^7
+--       (so below 2^53), otherwise the string "curr prev". The current
+--       window is the one that starts two periods before the expiry.
+--   token_bucket: one integer F * 1000 + d. The bucket's theoretical
+--       arrival time (TAT) is T + F/rate µs with 0 <= F < rate; the key
+--       expires at E, the instant T (T + 1 when F > 0) rounded up to the
+--       millisecond, and d = E - (T or T + 1), 0 <= d < 1000.
 --   sliding_log: a sorted set with one member "<instant>:<index>" per
 --       admitted unit, scored by its instant (µs).
 --
+-- Redis 6.2 has no PEXPIRETIME, so there the windows and the bucket write
+-- long forms that carry their instants: "start count" (fixed_window),
+-- "start curr prev" (sliding_window), "T F" (token_bucket). Every version
+-- reads both forms, so data that moves from a 6.2 server to a later one
+-- (an upgrade of Redis itself) keeps counting.
+--
+-- So the windows and the bucket keep their instants in the key's expiry,
+-- where Redis keeps one anyway, and their value is a small integer: Redis
+-- stores it in the key's object (or shares it, below 10000) instead of a
+-- string. Periods are whole milliseconds, so every window boundary is too
+-- and the expiry gives the window back exactly.
+--
 -- Every write sets the key's expiry in the same command (the log: in the
--- same script), at the instant the algorithm gives, in ms rounded up.
+-- same script), at the instant the algorithm gives, in ms rounded up. A
+-- key of the windows or the bucket that holds a value but no expiry, or a
+-- value of none of these forms, is malformed.
 --
 -- A check reads a key into a state record, a table with named fields that
 -- the algorithms read (and that a multi-limit check keeps from its verdict
 -- pass to its consume pass):
 --
---   windows:      start, curr, prev    as stored
---   token bucket: tat, frac            T and F as stored (0, 0: no key)
+--   windows:      start, curr, prev    the window start (µs) and counts
+--                                      (fixed_window: prev is 0)
+--   token bucket: tat, frac            T and F (0, 0: no key)
 --   sliding log:  live, newest         the units in (now - P, now] and the
 --                                      newest instant; the members stay
 --                                      in Redis
 --
 -- Needs now (clock.lua) and int, ms_at (arith.lua).
 
-local call, format, match, tonumber = redis.call, string.format, string.match, tonumber
+local call, fmod, match, tonumber = redis.call, math.fmod, string.match, tonumber
+
+-- COMPACT: the server has PEXPIRETIME (Redis 7.0 and later, which also
+-- brought redis.REDIS_VERSION_NUM), so the compact forms can be written.
+local COMPACT = redis.REDIS_VERSION_NUM ~= nil
 
 -- new_state returns a record holding every field, so that loading any
 -- algorithm's state into it never grows the table.
@@ -34,26 +59,87 @@ local function new_state()
   return {start = 0, curr = 0, prev = 0, tat = 0, frac = 0, live = 0, newest = 0}
 end
 
-local function load_window(st, key)
+-- expiry returns the key's expiry in µs; a key of the windows or the bucket
+-- without one is malformed.
+local function expiry(key, what)
+  local at = call('PEXPIRETIME', key)
+  if at < 0 then error('ratewarden: malformed ' .. what .. ' state: no expiry') end
+  return at * 1000
+end
+
+-- ms_up returns the instant us rounded up to the millisecond, in µs.
+local function ms_up(us)
+  local r = fmod(us, 1000)
+  if r > 0 then return us + 1000 - r end
+  return us
+end
+
+local function load_fixed(st, key, P)
   local v = call('GET', key)
   if not v then
     st.start, st.curr, st.prev = 0, 0, 0
     return
   end
-  local s, c, p = match(v, '^(%d+) (%d+) (%d+)$')
-  if not s then error('ratewarden: malformed window state') end
-  st.start, st.curr, st.prev = tonumber(s), tonumber(c), tonumber(p)
+  if match(v, '^%d+$') then
+    st.start, st.curr, st.prev = expiry(key, 'fixed window') - P, tonumber(v), 0
+    return
+  end
+  local s, c = match(v, '^(%d+) (%d+)$')
+  if not s then error('ratewarden: malformed fixed window state') end
+  st.start, st.curr, st.prev = tonumber(s), tonumber(c), 0
 end
 
--- save_window writes a window's state expiring at expire (µs); with
--- expire nil the key keeps the expiry it has.
-local function save_window(key, start, curr, prev, expire)
-  local v = format('%d %d %d', start, curr, prev)
-  if expire then
-    call('SET', key, v, 'PXAT', ms_at(expire))
-  else
+-- save_fixed writes the count of the window that starts at ws, expiring at
+-- its end; with keep the key keeps the expiry it has (every form of a
+-- window's state has the same expiry, its end).
+local function save_fixed(key, count, ws, P, keep)
+  local v = int(count)
+  if not COMPACT then v = int(ws) .. ' ' .. v end
+  if keep then
     call('SET', key, v, 'KEEPTTL')
+  else
+    call('SET', key, v, 'PXAT', ms_at(ws + P))
   end
+end
+
+local PACK, PACKMAX = 100000000, 90000000 -- 10^8, 9 * 10^7
+
+local function load_sliding(st, key, P)
+  local v = call('GET', key)
+  if not v then
+    st.start, st.curr, st.prev = 0, 0, 0
+    return
+  end
+  local c, p
+  if match(v, '^%d+$') then
+    local x = tonumber(v)
+    c = fmod(x, PACK)
+    p = (x - c) / PACK
+  else
+    local a, b, d = match(v, '^(%d+) (%d+) (%d+)$')
+    if a then
+      st.start, st.curr, st.prev = tonumber(a), tonumber(b), tonumber(d)
+      return
+    end
+    a, b = match(v, '^(%d+) (%d+)$')
+    if not a then error('ratewarden: malformed sliding window state') end
+    c, p = tonumber(a), tonumber(b)
+  end
+  st.start, st.curr, st.prev = expiry(key, 'sliding window') - 2 * P, c, p
+end
+
+-- save_sliding writes the counts of the window that starts at ws and of
+-- the one before it, expiring when both have left the sliding window.
+local function save_sliding(key, curr, prev, ws, P)
+  local v
+  if not COMPACT then
+    v = int(ws) .. ' ' .. int(curr) .. ' ' .. int(prev)
+  elseif curr < PACKMAX and prev < PACKMAX then
+    v = int(prev * PACK + curr)
+  else
+    v = int(curr) .. ' ' .. int(prev)
+  end
+  call('SET', key, v, 'PXAT', ms_at(ws + 2 * P))
 end
 
 local function load_bucket(st, key)
@@ -62,16 +148,31 @@ local function load_bucket(st, key)
     st.tat, st.frac = 0, 0
     return
   end
-  local t, f = match(v, '^(%d+)$'), '0'
-  if not t then t, f = match(v, '^(%d+) (%d+)$') end
-  if not t then error('ratewarden: malformed token bucket state') end
-  st.tat, st.frac = tonumber(t), tonumber(f)
+  if not match(v, '^%d+$') then
+    local t, f = match(v, '^(%d+) (%d+)$')
+    if not t then error('ratewarden: malformed token bucket state') end
+    st.tat, st.frac = tonumber(t), tonumber(f)
+    return
+  end
+  local x = tonumber(v)
+  local d = fmod(x, 1000)
+  local f = (x - d) / 1000
+  local t = expiry(key, 'token bucket') - d
+  if f > 0 then t = t - 1 end
+  st.tat, st.frac = t, f
 end
 
-local function save_bucket(key, tat, frac, expire)
-  local v
-  if frac > 0 then v = format('%d %d', tat, frac) else v = format('%d', tat) end
-  call('SET', key, v, 'PXAT', ms_at(expire))
+-- save_bucket writes a TAT, expiring when the bucket is full again: at
+-- the TAT rounded up to the µs, and then to the ms.
+local function save_bucket(key, tat, frac)
+  local u = tat
+  if frac > 0 then u = tat + 1 end
+  local e = ms_up(u)
+  if COMPACT then
+    call('SET', key, int(frac * 1000 + e - u), 'PXAT', int(e / 1000))
+  else
+    call('SET', key, int(tat) .. ' ' .. int(frac), 'PXAT', int(e / 1000))
+  end
 end
 
 -- load_log reads only what the verdict needs: the live count and the
