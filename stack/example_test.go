@@ -301,7 +301,11 @@ func ExampleStack_Close() {
 	client := newClient()
 	defer client.Close()
 	ctx := context.Background()
-	st, err := stack.New(client, stack.WithLeases(lease.WithSize(50)))
+	// A generous deadline: a first call slower than the default 50ms (a
+	// busy machine, the script not loaded yet) would be answered by the
+	// failure policy while Redis still takes the lease, and the counts
+	// below would depend on the machine.
+	st, err := stack.New(client, stack.WithLeases(lease.WithSize(50)), stack.WithFallback(fallback.WithTimeout(10*time.Second)))
 	if err != nil {
 		log.Fatal(err)
 	}

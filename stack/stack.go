@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
@@ -19,9 +20,10 @@ import (
 const (
 	// DefaultDenyCache is the default bound on remembered denials.
 	DefaultDenyCache = denycache.DefaultMaxEntries
-	// DefaultSlotGroups is the default number of circuit breakers per
-	// front on a Cluster client: groups of 1024 slots, fine enough that
-	// most groups lie on one primary.
+	// DefaultSlotGroups is how many groups of slots a Cluster front's
+	// breakers stand for until the first slot map is read (a breaker per
+	// primary after that), and the count WithSlotGroups is measured
+	// against.
 	DefaultSlotGroups = 16
 )
 
@@ -38,6 +40,8 @@ type config struct {
 	denyCache  int
 	fallback   []fallback.Option
 	slotGroups int
+	groupsSet  bool // WithSlotGroups was given: static groups, not a breaker per primary
+	refresh    time.Duration
 }
 
 // WithRedis passes options to the script store (redisstore.New or
@@ -72,15 +76,27 @@ func WithFallback(opts ...fallback.Option) Option {
 	return func(c *config) { c.fallback = append(c.fallback, opts...) }
 }
 
-// WithSlotGroups sets how many circuit breakers each front keeps on a
-// Redis Cluster client (default DefaultSlotGroups): the 16384 hash slots
-// are split into n groups of consecutive slots, each with its own breaker,
-// so that a failing primary opens only the breakers of the slots it holds.
-// n must be between 1 and 16384. A client that is not a Cluster client
-// (standalone, Sentinel, a go-redis Ring) has one breaker per front
-// whatever n is: its keys do not live in slots.
+// WithSlotGroups replaces the breaker per primary that each front keeps on
+// a Redis Cluster client with n breakers for fixed groups of slots: the
+// 16384 hash slots split into n groups of consecutive slots. Groups do not
+// follow the primaries (a group can straddle two, and a failover moves
+// slots), so a failing primary degrades every key of the groups it holds
+// part of; use it where CLUSTER SLOTS cannot be read. n must be between 1
+// and 16384. A client that is not a Cluster client (standalone, Sentinel,
+// a go-redis Ring) has one breaker per front in any case: its keys do not
+// live in slots.
 func WithSlotGroups(n int) Option {
-	return func(c *config) { c.slotGroups = n }
+	return func(c *config) { c.slotGroups, c.groupsSet = n, true }
+}
+
+// WithTopologyRefresh sets how old the Cluster slot map behind the
+// breaker per primary may get before a check starts reading it again
+// (CLUSTER SLOTS, on a goroutine of its own; default
+// DefaultTopologyRefresh). After a failover, keys of the moved slots are
+// decided by the promoted primary, with a fresh breaker, within about this
+// interval of the cluster's own map showing the move. d must be > 0.
+func WithTopologyRefresh(d time.Duration) Option {
+	return func(c *config) { c.refresh = d }
 }
 
 // Stack is the recommended Redis store, assembled: a script store, leases
@@ -94,6 +110,7 @@ type Stack struct {
 	deny   *denycache.Store // nil: no deny cache
 	shared ratewarden.Store // what every front wraps: the top of the above
 	groups int              // breakers per front; 1 off a Cluster
+	topo   *topology        // breakers per primary, on a Cluster without WithSlotGroups
 	opts   []fallback.Option
 	front  *Front
 }
@@ -112,7 +129,11 @@ func New(client rueidis.Client, opts ...Option) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	return assemble(script, client.Mode() == rueidis.ClientModeCluster, c)
+	var topo slotMap
+	if client.Mode() == rueidis.ClientModeCluster {
+		topo = rueidisSlots(client)
+	}
+	return assemble(script, topo, c)
 }
 
 // NewGoRedis returns the stack on an existing go-redis v9 client (see
@@ -131,13 +152,16 @@ func NewGoRedis(client redis.UniversalClient, opts ...Option) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, cluster := client.(*redis.ClusterClient)
-	return assemble(script, cluster, c)
+	var topo slotMap
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		topo = goRedisSlots(cc)
+	}
+	return assemble(script, topo, c)
 }
 
 // newConfig applies opts to the defaults and validates the result.
 func newConfig(opts []Option) (config, error) {
-	c := config{denyCache: DefaultDenyCache, slotGroups: DefaultSlotGroups}
+	c := config{denyCache: DefaultDenyCache, slotGroups: DefaultSlotGroups, refresh: DefaultTopologyRefresh}
 	for _, o := range opts {
 		if o == nil {
 			return config{}, fmt.Errorf("stack: nil Option: %w", ratewarden.ErrInvalidConfig)
@@ -147,17 +171,24 @@ func newConfig(opts []Option) (config, error) {
 	switch {
 	case c.denyCache < 0:
 		return config{}, fmt.Errorf("stack: deny cache size must be >= 0 (0 turns it off), got %d: %w", c.denyCache, ratewarden.ErrInvalidConfig)
+	case c.refresh <= 0:
+		return config{}, fmt.Errorf("stack: topology refresh must be > 0, got %v: %w", c.refresh, ratewarden.ErrInvalidConfig)
 	case c.slotGroups < 1 || c.slotGroups > slots:
 		return config{}, fmt.Errorf("stack: slot groups must be between 1 and %d, got %d: %w", slots, c.slotGroups, ratewarden.ErrInvalidConfig)
 	}
 	return c, nil
 }
 
-// assemble builds the layers over script, bottom up.
-func assemble(script *redisstore.Store, cluster bool, c config) (*Stack, error) {
+// assemble builds the layers over script, bottom up; topo reads the slot
+// map of a Cluster client (nil for any other client).
+func assemble(script *redisstore.Store, topo slotMap, c config) (*Stack, error) {
 	s := &Stack{script: script, shared: script, groups: 1, opts: c.fallback}
-	if cluster {
+	switch {
+	case topo != nil && c.groupsSet:
 		s.groups = c.slotGroups
+	case topo != nil:
+		s.groups = maxPrimaries
+		s.topo = newTopology(topo, c.refresh, DefaultSlotGroups)
 	}
 	if c.leased {
 		l, err := lease.New(script, c.leases...)
@@ -196,13 +227,15 @@ func (s *Stack) NewFront(opts ...fallback.Option) (*Front, error) {
 		return &Front{st: st, one: st}, nil
 	}
 	groups := s.groups
-	st, err := fallback.NewPartitioned(s.shared, groups, func(key string) int {
-		return redisstore.Slot(key) * groups / slots
-	}, all...)
+	partition := func(key string) int { return redisstore.Slot(key) * groups / slots }
+	if s.topo != nil {
+		partition = s.topo.partition
+	}
+	st, err := fallback.NewPartitioned(s.shared, groups, partition, all...)
 	if err != nil {
 		return nil, err
 	}
-	return &Front{st: st, part: st}, nil
+	return &Front{st: st, part: st, topo: s.topo}, nil
 }
 
 // Check implements ratewarden.Store through the default front.
@@ -224,6 +257,10 @@ func (s *Stack) State() fallback.State { return s.front.State() }
 // States returns the state of each of the default front's breakers; see
 // Front.States.
 func (s *Stack) States() []fallback.State { return s.front.States() }
+
+// Primaries returns the state of the default front's breaker of each
+// Cluster primary that owns slots now; see Front.Primaries.
+func (s *Stack) Primaries() map[string]fallback.State { return s.front.Primaries() }
 
 // Script returns the script store at the bottom of the stack, for
 // redisstore's own methods (Store.Key). Checks made on it directly pass
@@ -254,7 +291,8 @@ func (s *Stack) Close(ctx context.Context) error {
 type Front struct {
 	st   ratewarden.Store
 	one  *fallback.Store       // one breaker, or
-	part *fallback.Partitioned // one per group of slots (Cluster)
+	part *fallback.Partitioned // one per primary or group of slots (Cluster)
+	topo *topology             // with a breaker per primary
 }
 
 // Check implements ratewarden.Store: the failure policy decides when the
@@ -268,23 +306,49 @@ func (f *Front) Reset(ctx context.Context, key string, limits ...ratewarden.Limi
 	return f.st.Reset(ctx, key, limits...)
 }
 
-// State returns the front's breaker state; with a breaker per slot group,
-// the worst of them (fallback.StateOpen if any is open). A readiness check
-// can report not ready while it is fallback.StateOpen.
+// State returns the front's breaker state; on a Cluster, the worst of the
+// breakers of the primaries that own slots now, or of the slot groups
+// (fallback.StateOpen if any is open). A readiness check can report not
+// ready while it is fallback.StateOpen.
 func (f *Front) State() fallback.State {
-	if f.part != nil {
-		return f.part.State()
+	worst := fallback.StateClosed
+	for _, st := range f.States() {
+		worst = max(worst, st)
 	}
-	return f.one.State()
+	return worst
 }
 
-// States returns the state of each of the front's breakers: one, or one
-// per slot group on a Cluster client, in slot order.
+// States returns the state of each of the front's breakers: one; on a
+// Cluster, one per primary that owns slots now, in the order the front
+// first saw them, or one per slot group in slot order (WithSlotGroups).
 func (f *Front) States() []fallback.State {
-	if f.part != nil {
+	switch {
+	case f.topo != nil:
+		all := f.part.States()
+		var out []fallback.State
+		for _, n := range f.topo.live() {
+			out = append(out, all[n])
+		}
+		return out
+	case f.part != nil:
 		return f.part.States()
 	}
 	return []fallback.State{f.one.State()}
+}
+
+// Primaries returns, on a Cluster with a breaker per primary, the state of
+// the breaker of each primary that owns slots now, by its address as
+// CLUSTER SLOTS gives it; nil otherwise.
+func (f *Front) Primaries() map[string]fallback.State {
+	if f.topo == nil {
+		return nil
+	}
+	all := f.part.States()
+	out := map[string]fallback.State{}
+	for n, addr := range f.topo.primaries() {
+		out[addr] = all[n]
+	}
+	return out
 }
 
 var (

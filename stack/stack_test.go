@@ -3,9 +3,13 @@ package stack_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -259,13 +263,19 @@ func TestClusterBreakerPerSlotGroup(t *testing.T) {
 	t.Cleanup(func() { _ = gc.Close() })
 	opt := stack.WithFallback(fallback.WithTimeout(10*time.Second), quiet, fallback.WithTripAfter(1), fallback.WithProbeInterval(time.Hour))
 
+	// By default a breaker per primary; WithSlotGroups(n) makes it n.
 	if st, err := stack.NewGoRedis(gc, opt); err != nil {
 		t.Fatal(err)
-	} else if n := len(st.States()); n != stack.DefaultSlotGroups {
-		t.Errorf("go-redis ClusterClient: %d breakers, want %d", n, stack.DefaultSlotGroups)
+	} else if n := len(st.States()); n != 3 {
+		t.Errorf("go-redis ClusterClient: %d breakers, want one per primary (3)", n)
 	}
-	if n := len(newStack(t, rc).States()); n != stack.DefaultSlotGroups {
-		t.Errorf("rueidis cluster client: %d breakers, want %d", n, stack.DefaultSlotGroups)
+	if n := len(newStack(t, rc).States()); n != 3 {
+		t.Errorf("rueidis cluster client: %d breakers, want one per primary (3)", n)
+	}
+	if st, err := stack.NewGoRedis(gc, opt, stack.WithSlotGroups(stack.DefaultSlotGroups)); err != nil {
+		t.Fatal(err)
+	} else if n := len(st.States()); n != stack.DefaultSlotGroups {
+		t.Errorf("go-redis ClusterClient, WithSlotGroups(%d): %d breakers", stack.DefaultSlotGroups, n)
 	}
 
 	const groups = 4
@@ -400,3 +410,215 @@ func TestLeasesLayer(t *testing.T) {
 }
 
 var bg = context.Background()
+
+// clusterKeys returns n keys spread over all slots, and the address of
+// the primary that serves each key's slot now.
+func clusterKeys(t *testing.T, cl *testredis.Cluster, n int) ([]string, map[string]string) {
+	t.Helper()
+	topo, err := testredis.Topology(cl.Nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owner [16384]string
+	for _, node := range topo {
+		for _, r := range node.Slots {
+			for slot := r[0]; slot <= r[1]; slot++ {
+				owner[slot] = node.Addr
+			}
+		}
+	}
+	keys, owners := make([]string, n), map[string]string{}
+	for i := range keys {
+		keys[i] = "client:" + strconv.Itoa(i)
+		owners[keys[i]] = owner[redisstore.Slot(keys[i])]
+	}
+	return keys, owners
+}
+
+func nodeAt(cl *testredis.Cluster, addr string) *testredis.Server {
+	for _, n := range cl.Nodes {
+		if n.Addr == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+// TestClusterBreakerPerPrimary: by default each front has a breaker per
+// primary, as CLUSTER SLOTS maps the slots. A primary refusing writes
+// opens its breaker only: every key of its slots is degraded, every key of
+// the others' slots, whatever group of slots it falls in, is decided by
+// Redis; when the primary takes writes again its keys come back.
+func TestClusterBreakerPerPrimary(t *testing.T) {
+	cl := testredis.StartCluster(t)
+	rc := rueidisClient(t, cl.Addrs()...)
+	gc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = gc.Close() })
+	keys, owners := clusterKeys(t, cl, 600)
+	victim := owners[keys[0]]
+	opt := stack.WithFallback(quiet, fallback.WithPolicy(fallback.FailClosed), fallback.WithTimeout(10*time.Second),
+		fallback.WithTripAfter(1), fallback.WithProbeInterval(200*time.Millisecond))
+	gst, err := stack.NewGoRedis(gc, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, st := range map[string]*stack.Stack{"rueidis": newStack(t, rc, opt), "go-redis": gst} {
+		l := limiter(t, st)
+		if _, err := nodeAt(cl, victim).Do("CONFIG", "SET", "maxmemory", "1"); err != nil {
+			t.Fatal(err)
+		}
+		var onVictim, elsewhere int
+		for _, k := range keys {
+			r, err := l.Allow(bg, k, daily)
+			switch {
+			case err != nil:
+				t.Fatalf("%s: %s: %v", name, k, err)
+			case owners[k] == victim && !r.Source.Degraded():
+				t.Errorf("%s: %s on the primary out of memory: %+v, want degraded", name, k, r)
+			case owners[k] != victim && r.Source != ratewarden.SourceStore:
+				t.Errorf("%s: %s on a healthy primary: %+v, want Redis' answer", name, k, r)
+			case owners[k] == victim:
+				onVictim++
+			default:
+				elsewhere++
+			}
+		}
+		prim := st.Primaries()
+		if len(prim) != 3 || prim[victim] != fallback.StateOpen {
+			t.Errorf("%s: breakers by primary %v, want 3 with %s's open", name, prim, victim)
+		}
+		for addr, state := range prim {
+			if addr != victim && state != fallback.StateClosed {
+				t.Errorf("%s: breaker of healthy primary %s is %v", name, addr, state)
+			}
+		}
+		t.Logf("%s: %d keys on the failing primary degraded, %d on the others decided by Redis", name, onVictim, elsewhere)
+		if _, err := nodeAt(cl, victim).Do("CONFIG", "SET", "maxmemory", "0"); err != nil {
+			t.Fatal(err)
+		}
+		testredis.WaitFor(t, 30*time.Second, func() string {
+			if r, err := l.Allow(bg, keys[0], daily); err != nil || r.Source != ratewarden.SourceStore {
+				return fmt.Sprintf("%s: %s after the primary recovered: %+v, %v", name, keys[0], r, err)
+			}
+			return ""
+		})
+	}
+}
+
+// TestClusterFailoverIsolation: a primary of a 3+3 cluster is killed under
+// 4 replicas × 32 callers with the default options (50ms timeout,
+// local_fallback) and cluster-require-full-coverage no (what
+// docs/operations.md recommends for a rate limiter). Keys whose slots the
+// surviving primaries serve are never degraded; the killed primary's keys
+// are decided by Redis again once its replica is promoted.
+func TestClusterFailoverIsolation(t *testing.T) {
+	cl := testredis.StartCluster(t)
+	if err := cl.DoAll("CONFIG", "SET", "cluster-require-full-coverage", "no"); err != nil {
+		t.Fatal(err)
+	}
+	keys, owners := clusterKeys(t, cl, 2000)
+	victimAddr := owners[keys[0]]
+	victim := nodeAt(cl, victimAddr)
+	const replicas, callers, slot = 4, 32, 100 * time.Millisecond
+	type tally struct{ survivor, survivorDegraded, victim, victimDegraded atomic.Int64 }
+	var timeline [400]tally // per 100ms, 40s
+	start := time.Now()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var errs atomic.Int64
+
+	for r := range replicas {
+		st := newStack(t, rueidisClient(t, cl.Addrs()...), stack.WithFallback(quiet, fallback.WithReplicas(replicas)))
+		l := limiter(t, st)
+		for c := range callers {
+			wg.Go(func() {
+				for i := r*7919 + c*104729; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					k := keys[i%len(keys)]
+					res, err := l.Allow(bg, k, ratewarden.PerHour(1_000_000))
+					if err != nil {
+						errs.Add(1)
+						continue
+					}
+					tl := &timeline[min(int(time.Since(start)/slot), len(timeline)-1)]
+					if owners[k] == victimAddr {
+						tl.victim.Add(1)
+						if res.Source.Degraded() {
+							tl.victimDegraded.Add(1)
+						}
+					} else {
+						tl.survivor.Add(1)
+						if res.Source.Degraded() {
+							tl.survivorDegraded.Add(1)
+						}
+					}
+				}
+			})
+		}
+	}
+	time.Sleep(time.Second)
+	killed := time.Since(start)
+	victim.Kill()
+	if err := cl.WaitHealthy(30 * time.Second); err != nil {
+		t.Errorf("cluster after the kill: %v", err)
+	}
+	healed := time.Since(start)
+	// Run until the killed primary's keys have been decided by Redis for a
+	// whole second, or 20s: its replica's breaker may have to open and
+	// close once more while the client learns the new map, and then the
+	// keys it answered locally stay on their local share for the grace
+	// (fallback.WithGrace, 5s).
+	clean := func(i int) bool { return timeline[i].victimDegraded.Load() == 0 && timeline[i].victim.Load() > 0 }
+	for time.Since(start) < healed+20*time.Second {
+		time.Sleep(slot)
+		now := int(time.Since(start) / slot)
+		ok := now > 12
+		for i := now - 11; ok && i < now-1; i++ {
+			ok = clean(i)
+		}
+		if ok {
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	end := int(time.Since(start) / slot)
+	back := end
+	for back > 0 && clean(back-2) {
+		back--
+	}
+	var sur, surDeg, vic, vicDeg int64
+	var line strings.Builder
+	for i := range min(end, len(timeline)) {
+		tl := &timeline[i]
+		sur, surDeg = sur+tl.survivor.Load(), surDeg+tl.survivorDegraded.Load()
+		vic, vicDeg = vic+tl.victim.Load(), vicDeg+tl.victimDegraded.Load()
+		if tl.victimDegraded.Load()+tl.survivorDegraded.Load() > 0 {
+			fmt.Fprintf(&line, " %.1fs:%d/%d+%d/%d", float64(i)*slot.Seconds(),
+				tl.victimDegraded.Load(), tl.victim.Load(), tl.survivorDegraded.Load(), tl.survivor.Load())
+		}
+	}
+	t.Logf("killed %s at %v, cluster whole at %v; survivors' keys %d checks, %d degraded; victim's keys %d checks, %d degraded; errors %d",
+		victimAddr, killed.Round(time.Millisecond), healed.Round(time.Millisecond), sur, surDeg, vic, vicDeg, errs.Load())
+	t.Logf("per 100ms with degraded answers (victim's degraded/checks + survivors' degraded/checks):%s", line.String())
+	if errs.Load() != 0 {
+		t.Errorf("%d errors reached callers", errs.Load())
+	}
+	if surDeg != 0 {
+		t.Errorf("%d of %d answers for keys on surviving primaries were degraded", surDeg, sur)
+	}
+	if vicDeg == 0 {
+		t.Error("no answer for the killed primary's keys was degraded: the kill did not take")
+	}
+	backAt := time.Duration(back) * slot
+	t.Logf("the killed primary's keys decided by Redis again from %v: %v after the cluster was whole", backAt, (backAt - healed).Round(100*time.Millisecond))
+	// The bound: the slot map refresh (1s), two probe intervals (2s), the
+	// grace (5s), and room for a busy machine.
+	if !clean(end-2) || backAt-healed > 15*time.Second {
+		t.Errorf("the killed primary's keys were still degraded %v after the cluster was whole", time.Duration(end)*slot-healed)
+	}
+}
