@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -195,20 +196,42 @@ func rueidisSlots(c rueidis.Client) slotMap {
 	}
 }
 
-// goRedisSlots reads CLUSTER SLOTS through a go-redis cluster client.
+// goRedisSlots reads CLUSTER SHARDS (Redis 7) through a go-redis cluster
+// client, and CLUSTER SLOTS where Redis does not know it (6.2).
 func goRedisSlots(c *redis.ClusterClient) slotMap {
 	return func(ctx context.Context) ([]slotRange, error) {
-		rows, err := c.ClusterSlots(ctx).Result()
+		shards, err := c.ClusterShards(ctx).Result()
 		if err != nil {
-			return nil, fmt.Errorf("stack: CLUSTER SLOTS: %w", err)
+			return goRedisOldSlots(ctx, c, err)
 		}
-		out := make([]slotRange, 0, len(rows))
-		for _, r := range rows {
-			if len(r.Nodes) == 0 {
-				continue
+		var out []slotRange
+		for _, sh := range shards {
+			for _, n := range sh.Nodes {
+				if n.Role != "master" || n.Health == "fail" {
+					continue
+				}
+				addr := net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+				for _, r := range sh.Slots {
+					out = append(out, slotRange{from: int(r.Start), to: int(r.End), primary: addr})
+				}
 			}
-			out = append(out, slotRange{from: r.Start, to: r.End, primary: r.Nodes[0].Addr})
 		}
 		return out, nil
 	}
+}
+
+func goRedisOldSlots(ctx context.Context, c *redis.ClusterClient, shardsErr error) ([]slotRange, error) {
+	//lint:ignore SA1019 Redis 6.2, which the library supports, has no CLUSTER SHARDS
+	rows, err := c.ClusterSlots(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("stack: CLUSTER SHARDS: %v; CLUSTER SLOTS: %w", shardsErr, err)
+	}
+	out := make([]slotRange, 0, len(rows))
+	for _, r := range rows {
+		if len(r.Nodes) == 0 {
+			continue
+		}
+		out = append(out, slotRange{from: r.Start, to: r.End, primary: r.Nodes[0].Addr})
+	}
+	return out, nil
 }
