@@ -25,9 +25,11 @@
 // script on; the deny cache above them remembers the denials of leased and
 // plain checks alike, and a Reset through the Stack reaches every layer.
 // On a Redis Cluster client the failure policy keeps one circuit breaker
-// per group of hash slots (WithSlotGroups, default 16) through
-// fallback.NewPartitioned and redisstore.Slot, so a failed primary degrades
-// only the keys it holds.
+// per primary, as the cluster's slot map says (CLUSTER SLOTS, read again
+// at most once per WithTopologyRefresh), through fallback.NewPartitioned
+// and redisstore.Slot: a failed primary degrades only the keys it holds,
+// and after a failover its slots go to the promoted replica's own, fresh
+// breaker. WithSlotGroups opts into fixed groups of slots instead.
 //
 // A Stack is a ratewarden.Store deciding through its default front, the
 // failure policy WithFallback configures. NewFront adds more fronts over
