@@ -62,6 +62,7 @@ type Store struct {
 	inner ratewarden.Store
 	base  time.Time // the clock's reading at New: entries count from it
 	cache *otter.Cache[entryKey, entry]
+	gate  *gate // holds back a key's checks at the edge of its limit
 
 	// mu orders remembering a denial against Reset: a denial is stored
 	// under the read lock only if no Reset began since its check started
@@ -119,7 +120,7 @@ func New(inner ratewarden.Store, opts ...Option) (*Store, error) {
 	if c.maxEntries < 1 {
 		return nil, fmt.Errorf("denycache: max entries must be >= 1, got %d: %w", c.maxEntries, ratewarden.ErrInvalidConfig)
 	}
-	s := &Store{inner: inner, base: time.Now()}
+	s := &Store{inner: inner, base: time.Now(), gate: newGate()}
 	cache, err := otter.New(&otter.Options[entryKey, entry]{
 		MaximumSize: c.maxEntries,
 		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[entryKey, entry]) time.Duration {
@@ -160,22 +161,51 @@ func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewa
 		return s.inner.Check(ctx, req, res)
 	}
 
-	t := time.Now()
-	now := int64(t.Sub(s.base))
-	if len(req.Limits) == 1 {
-		l := req.Limits[0]
-		if e, ok := s.cache.GetIfPresent(entryKey{req.Key, l.Algorithm, l.Period}); ok && e.covers(l, req.Cost, now) {
-			retry := time.Duration(e.until - now)
-			res[0] = ratewarden.Result{
-				Limit:      l,
-				Remaining:  e.remaining,
-				RetryAfter: retry,
-				ResetAfter: max(time.Duration(e.resetUntil-now), retry),
-				Source:     ratewarden.SourceCache,
-			}
+	if len(req.Limits) != 1 {
+		return s.ask(ctx, req, res)
+	}
+	l := req.Limits[0]
+	k := entryKey{req.Key, l.Algorithm, l.Period}
+	for {
+		if s.answer(k, l, req.Cost, res) {
 			return nil
 		}
+		f, w := s.gate.enter(k)
+		if f == nil {
+			if err := wait(ctx, w); err != nil {
+				return err
+			}
+			continue // a check came back: maybe with a denial to answer from
+		}
+		err := s.ask(ctx, req, res)
+		s.gate.leave(k, f, res[0].Remaining, err == nil && !res[0].Source.Degraded())
+		return err
 	}
+}
+
+// answer fills res from a remembered denial of k that covers a check of
+// cost under l, if there is one.
+func (s *Store) answer(k entryKey, l ratewarden.Limit, cost int64, res []ratewarden.Result) bool {
+	now := s.nanos()
+	e, ok := s.cache.GetIfPresent(k)
+	if !ok || !e.covers(l, cost, now) {
+		return false
+	}
+	retry := time.Duration(e.until - now)
+	res[0] = ratewarden.Result{
+		Limit:      l,
+		Remaining:  e.remaining,
+		RetryAfter: retry,
+		ResetAfter: max(time.Duration(e.resetUntil-now), retry),
+		Source:     ratewarden.SourceCache,
+	}
+	return true
+}
+
+// ask asks the inner store and remembers the denials in its answer.
+func (s *Store) ask(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
+	t := time.Now()
+	now := int64(t.Sub(s.base))
 	s.mu.RLock()
 	gen := s.gen
 	s.mu.RUnlock()
