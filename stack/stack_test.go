@@ -622,3 +622,60 @@ func TestClusterFailoverIsolation(t *testing.T) {
 		t.Errorf("the killed primary's keys were still degraded %v after the cluster was whole", time.Duration(end)*slot-healed)
 	}
 }
+
+// TestClusterHotKey: 64 goroutines flood one key limited to 100 per hour
+// through the default stack on a Cluster client, where checks are not
+// batched. The deny cache (and its gate) keep the script calls to at most
+// one per 100 rejected checks.
+func TestClusterHotKey(t *testing.T) {
+	cl := testredis.StartCluster(t)
+	st := newStack(t, rueidisClient(t, cl.Addrs()...))
+	l := limiter(t, st)
+	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 100, Period: time.Hour}
+	for try := 0; ; try++ {
+		key := "hot:" + strconv.Itoa(try)
+		owner, err := cl.KeyOwner(st.Script().Key(key, lim))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, err := owner.ScriptCalls()
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		const goroutines, perG = 64, 400
+		var admitted, errs atomic.Int64
+		var wg sync.WaitGroup
+		for range goroutines {
+			wg.Go(func() {
+				for range perG {
+					r, err := l.Allow(bg, key, lim)
+					switch {
+					case err != nil:
+						errs.Add(1)
+					case r.Allowed:
+						admitted.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		after, err := owner.ScriptCalls()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !time.Now().Truncate(lim.Period).Equal(start.Truncate(lim.Period)) && try < 2 {
+			continue // straddled the window's end: again on a fresh key
+		}
+		calls, rejected := after-before, int64(goroutines*perG)-admitted.Load()
+		t.Logf("%d checks of one key on a Cluster: %d admitted, %d script calls (%.4f per rejected check)",
+			goroutines*perG, admitted.Load(), calls, float64(calls)/float64(rejected))
+		if errs.Load() != 0 || admitted.Load() != 100 {
+			t.Fatalf("%d errors, %d admitted; want 0 and 100", errs.Load(), admitted.Load())
+		}
+		if calls*100 > rejected {
+			t.Errorf("%d script calls for %d rejected checks: want at most 1 per 100", calls, rejected)
+		}
+		return
+	}
+}
