@@ -185,6 +185,36 @@ func TestDeadline(t *testing.T) {
 	})
 }
 
+// The earlier deadline owns a timeout: a caller deadline equal to the
+// store's (or earlier) makes the timeout the caller's, an error that
+// counts for nothing; a caller deadline a moment later leaves it the
+// store's, a failure answered by the policy, even though the caller's
+// deadline has passed too by the time anyone looks.
+func TestDeadlineOwnership(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFaulty(t)
+		f.set(hanging)
+		s := newStore(t, f, WithLogger(discard), WithPolicy(FailClosed), WithTimeout(30*time.Millisecond), WithTripAfter(1))
+		req := &ratewarden.Request{Key: "k", Limits: []ratewarden.Limit{perMin10}, Cost: 1}
+
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond) // the same deadline
+		err := s.Check(ctx, req, make([]ratewarden.Result, 1))
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || s.State() != StateClosed {
+			t.Fatalf("caller deadline = store deadline: %v, breaker %v; want the caller's DeadlineExceeded, closed", err, s.State())
+		}
+
+		ctx, cancel = context.WithTimeout(context.Background(), 30*time.Millisecond+time.Microsecond)
+		res := make([]ratewarden.Result, 1)
+		err = s.Check(ctx, req, res)
+		time.Sleep(time.Millisecond) // the caller's deadline passes as well
+		cancel()
+		if err != nil || res[0].Source != ratewarden.SourceFailClosed || s.State() != StateOpen {
+			t.Fatalf("caller deadline after the store's: %v %+v, breaker %v; want fail_closed, counted (open)", err, res[0], s.State())
+		}
+	})
+}
+
 // FailClosed's default RetryAfter is the time left until the next probe.
 func TestFailClosedRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
