@@ -36,6 +36,13 @@
 // DefaultMaxEntries); an evicted entry only sends its key's next check to
 // the store. The Store starts no goroutines.
 //
+// A key at the edge of its limit is also kept from flooding the store
+// while its first denial is on the way: per key and limit, no more checks
+// go to the store at once than it last reported left (one before it has
+// reported anything); the others wait for one to come back and look at
+// the cache again. Where checks are not batched (a Cluster client) that
+// is what keeps a hot key to about one script call per admission.
+//
 // The Store relies on the ratewarden.Limiter for valid input and does not
 // check it again. docs/performance.md has the rules in full and measured
 // numbers.
