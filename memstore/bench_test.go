@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/memstore"
 )
@@ -55,4 +57,93 @@ func BenchmarkAllow(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkVersusXRate puts memstore, through ratewarden.Limiter.Allow
+// with the real clock, beside golang.org/x/time/rate's Limiter.Allow in one
+// run, so that their ratio means something on a shared machine. Both keep a
+// token bucket (memstore's is GCRA) of the same rate and burst. On one key,
+// 10,000/s keeps a mix of admits and denials; over 65,536 keys, 10,000/h
+// keeps every key admitting. x/time/rate has no keys: its many-keys case
+// indexes a slice of 65,536 prebuilt limiters, the floor a keyed store
+// (lookup, bounded memory, key copies) is measured against. Each case runs
+// from one goroutine (serial) and from all Ps at once (parallel).
+func BenchmarkVersusXRate(b *testing.B) {
+	const nkeys = 1 << 16
+	keys := make([]string, nkeys)
+	for i := range keys {
+		keys[i] = "user:" + strconv.Itoa(i)
+	}
+	for _, many := range []bool{false, true} {
+		lim := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10_000, Period: time.Second}
+		name := "one-key"
+		if many {
+			name, lim.Period = "many-keys", time.Hour
+		}
+		every := rate.Every(lim.Period / time.Duration(lim.Rate))
+		for _, par := range []bool{false, true} {
+			mode := "/serial"
+			if par {
+				mode = "/parallel"
+			}
+			b.Run(name+mode+"/x-time-rate", func(b *testing.B) {
+				n := 1
+				if many {
+					n = nkeys
+				}
+				ls := make([]*rate.Limiter, n)
+				for i := range ls {
+					ls[i] = rate.NewLimiter(every, int(lim.Rate))
+				}
+				run(b, par, func(i uint64) error {
+					ls[i&uint64(n-1)].Allow()
+					return nil
+				})
+			})
+			b.Run(name+mode+"/memstore", func(b *testing.B) {
+				s, err := memstore.New()
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				l, _ := ratewarden.New(s)
+				run(b, par, func(i uint64) error {
+					k := keys[0]
+					if many {
+						k = keys[i&(nkeys-1)]
+					}
+					_, err := l.Allow(ctx, k, lim)
+					return err
+				})
+			})
+		}
+	}
+}
+
+// run calls f with a counter, from one goroutine or from all Ps, each
+// goroutine starting at its own place in the counter's sequence.
+func run(b *testing.B, parallel bool, f func(i uint64) error) {
+	b.ReportAllocs()
+	if !parallel {
+		var i uint64
+		for b.Loop() {
+			i++
+			if err := f(i); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return
+	}
+	var seq atomic.Uint64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := seq.Add(1) * 7919
+		for pb.Next() {
+			i++
+			if err := f(i); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

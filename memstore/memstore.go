@@ -67,36 +67,93 @@ type Store struct {
 	shards []shard
 	mask   uint64
 	seed   maphash.Seed
-	now    func() time.Time
-	maxKey int // longest key in bytes
+	now    func() time.Time // WithClock's, or nil for the store's own clock
+	maxKey int              // longest key in bytes
 	closed atomic.Bool
+	clock  clock
 }
 
+// shard holds the states of the keys that hash to it. It fills two cache
+// lines (the unit a core's prefetcher pulls in), so that neighbouring
+// shards' locks do not share them.
 type shard struct {
 	mu  sync.Mutex
-	m   map[stateKey]*entry
+	m   map[uint64]*entry // by stateHash; a collision chains through next
+	n   int               // states held, len(m) plus chained ones
 	cap int
-	_   [40]byte // keep neighbouring shards' mutexes off one cache line
+	_   [128 - 32]byte
 }
 
-// stateKey names one state without building a string per call. The key
-// of a stored stateKey is the store's own copy (see insert).
-type stateKey struct {
-	key    string
+// scope names one state of a key: a limit's algorithm and period.
+type scope struct {
 	alg    ratewarden.Algorithm
 	period time.Duration
 }
 
-// entry is one state; which field is used depends on the algorithm.
+// entry is one state, with the name it is stored under: the store's own
+// copy of the key (see insert) and the scope.
 type entry struct {
-	win      algo.Window
-	tat      algo.Bucket
-	log      algo.Log
+	key   string
+	scope scope
+	next  *entry // another state with the same stateHash (rare)
+	state
 	expireAt int64 // µs; the state is equivalent to none from then on
 }
 
+// state is what an algorithm keeps; which field is used depends on it.
+type state struct {
+	win algo.Window
+	tat algo.Bucket
+	log algo.Log
+}
+
+// stateHash is the map key of key's state under sc, from h, the hash of key
+// (which also chose the shard). Distinct scopes of one key get distinct
+// hashes: (period, algorithm) maps one to one onto the multiplier's input,
+// and an odd multiplier is a bijection.
+func stateHash(h uint64, sc scope) uint64 {
+	return h ^ (uint64(sc.period)<<2|uint64(sc.alg))*0x9e3779b97f4a7c15
+}
+
+// clock is the store's own reading of the system clock, cheaper than
+// time.Now per call: a base from time.Now, renewed when it is resync old,
+// plus the monotonic time elapsed since it (time.Since reads only the
+// monotonic clock, one clock read instead of time.Now's two). Between
+// renewals it therefore follows the monotonic clock, which on Linux the
+// NTP daemon slews like the wall clock; a step of the wall clock reaches
+// the store within resync. In a testing/synctest bubble time.Now and
+// time.Since read the bubble's fake clock and carry no monotonic reading,
+// so the sum is the bubble's time, exactly.
+type clock struct{ base atomic.Pointer[clockBase] }
+
+// clockBase is one reading of time.Now: t, t's Unix time in whole
+// microseconds, and its nanoseconds beyond them.
+type clockBase struct {
+	t   time.Time
+	us  int64
+	sub int64 // 0 to 999
+}
+
+// resync is the age at which clock takes a new base.
+const resync = time.Second
+
+// nowMicro returns the current Unix time in microseconds, as
+// time.Now().UnixMicro() does.
+func (c *clock) nowMicro() int64 {
+	if b := c.base.Load(); b != nil {
+		if d := time.Since(b.t); d >= 0 && d < resync {
+			return b.us + (b.sub+int64(d))/1e3
+		}
+	}
+	t := time.Now()
+	b := &clockBase{t: t, us: t.UnixMicro(), sub: int64(t.Nanosecond() % 1e3)}
+	c.base.Store(b)
+	return b.us
+}
+
 type config struct {
-	clock       func() time.Time
+	clock       func() time.Time // nil: the store's own clock
+	clockSet    bool
 	maxKeys     int
 	maxKeyBytes int
 	shards      int
@@ -105,14 +162,21 @@ type config struct {
 // Option configures a Store.
 type Option func(*config)
 
-// WithClock makes the store read the time from now instead of time.Now:
-// time as a parameter, for deterministic simulations and replays (a model
-// that sets each instant, a run over recorded traffic at its own
-// timestamps). (The deny cache takes no clock of its own: it reads the
-// monotonic time.) A test whose timing fits a testing/synctest bubble
-// needs no clock: in the bubble time.Now is the bubble's fake clock. now
-// must be safe for concurrent use.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+// WithClock makes the store read the time from now: time as a parameter,
+// for deterministic simulations and replays (a model that sets each
+// instant, a run over recorded traffic at its own timestamps). now must
+// be safe for concurrent use and must not be nil.
+//
+// Without it the store reads the system clock itself, more cheaply than
+// calling time.Now per check: time.Now at most once a second, and in
+// between the monotonic time elapsed since, so a step of the system clock
+// takes effect within a second. A test whose timing fits a
+// testing/synctest bubble needs no clock either: in the bubble the store
+// reads the bubble's fake clock. (The deny cache takes no clock of its
+// own: it reads the monotonic time.)
+func WithClock(now func() time.Time) Option {
+	return func(c *config) { c.clock, c.clockSet = now, true }
+}
 
 // WithMaxKeys bounds the number of states the store holds (one per key and
 // limit scope); the default is DefaultMaxKeys. The bound is split evenly
@@ -138,7 +202,7 @@ func WithShards(n int) Option { return func(c *config) { c.shards = n } }
 
 // New returns an empty Store.
 func New(opts ...Option) (*Store, error) {
-	c := config{clock: time.Now, maxKeys: DefaultMaxKeys, maxKeyBytes: DefaultMaxKeyBytes, shards: DefaultShards}
+	c := config{maxKeys: DefaultMaxKeys, maxKeyBytes: DefaultMaxKeyBytes, shards: DefaultShards}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("memstore: nil Option: %w", ratewarden.ErrInvalidConfig)
@@ -146,7 +210,7 @@ func New(opts ...Option) (*Store, error) {
 		o(&c)
 	}
 	switch {
-	case c.clock == nil:
+	case c.clockSet && c.clock == nil:
 		return nil, fmt.Errorf("memstore: clock must not be nil: %w", ratewarden.ErrInvalidConfig)
 	case c.maxKeys < 1:
 		return nil, fmt.Errorf("memstore: max keys must be >= 1, got %d: %w", c.maxKeys, ratewarden.ErrInvalidConfig)
@@ -161,7 +225,7 @@ func New(opts ...Option) (*Store, error) {
 	}
 	s := &Store{shards: make([]shard, n), mask: uint64(n - 1), seed: maphash.MakeSeed(), now: c.clock, maxKey: c.maxKeyBytes}
 	for i := range s.shards {
-		s.shards[i].m = make(map[stateKey]*entry)
+		s.shards[i].m = make(map[uint64]*entry)
 		s.shards[i].cap = c.maxKeys / n
 		if i < c.maxKeys%n {
 			s.shards[i].cap++
@@ -193,25 +257,31 @@ func (s *Store) Check(_ context.Context, req *ratewarden.Request, res []rateward
 	if s.closed.Load() {
 		return errClosed
 	}
-	now := s.now().UnixMicro()
-	sh := s.shard(req.Key)
+	var now int64
+	if s.now != nil {
+		now = s.now().UnixMicro()
+	} else {
+		now = s.clock.nowMicro()
+	}
+	h := maphash.String(s.seed, req.Key)
+	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	consume := req.Cost > 0 && !req.Peek
 	if len(req.Limits) == 1 {
 		// One limit: its own verdict is the whole verdict, so evaluate and
 		// consume in one step.
-		res[0] = sh.decide(req.Key, req.Limits[0], now, req.Cost, consume)
+		sh.decide(&res[0], h, req.Key, req.Limits[0], now, req.Cost, consume)
 		return nil
 	}
 	all := true
 	for i, lim := range req.Limits {
-		res[i] = sh.decide(req.Key, lim, now, req.Cost, false)
+		sh.decide(&res[i], h, req.Key, lim, now, req.Cost, false)
 		all = all && res[i].Allowed
 	}
 	if all && consume {
 		for i, lim := range req.Limits {
-			res[i] = sh.decide(req.Key, lim, now, req.Cost, true)
+			sh.decide(&res[i], h, req.Key, lim, now, req.Cost, true)
 		}
 	}
 	return nil
@@ -227,10 +297,14 @@ func (s *Store) Reset(_ context.Context, key string, limits ...ratewarden.Limit)
 	if s.closed.Load() {
 		return errClosed
 	}
-	sh := s.shard(key)
+	h := maphash.String(s.seed, key)
+	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	for _, lim := range limits {
-		delete(sh.m, stateKey{key, lim.Algorithm, lim.Period})
+		sc := scope{lim.Algorithm, lim.Period}
+		if e := sh.find(stateHash(h, sc), key, sc); e != nil {
+			sh.remove(stateHash(h, sc), e)
+		}
 	}
 	sh.mu.Unlock()
 	return nil
@@ -243,7 +317,7 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.m)
+		n += sh.n
 		sh.mu.Unlock()
 	}
 	return n
@@ -260,29 +334,61 @@ func (s *Store) Close() error {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		clear(sh.m)
+		sh.n = 0
 		sh.mu.Unlock()
 	}
 	return nil
 }
 
-func (s *Store) shard(key string) *shard {
-	return &s.shards[maphash.String(s.seed, key)&s.mask]
+// find returns key's state under sc, stored at hash sh, or nil. The caller
+// holds sh.mu.
+func (sh *shard) find(hash uint64, key string, sc scope) *entry {
+	for e := sh.m[hash]; e != nil; e = e.next {
+		if e.scope == sc && e.key == key {
+			return e
+		}
+	}
+	return nil
 }
 
-// decide evaluates one limit for key at now and, when consume is set and
-// the limit admits cost, stores the new state. The caller holds sh.mu.
-func (sh *shard) decide(key string, lim ratewarden.Limit, now, cost int64, consume bool) ratewarden.Result {
-	k := stateKey{key, lim.Algorithm, lim.Period}
-	e := sh.m[k]
-	if e != nil && e.expireAt <= now {
-		// Expired: equivalent to no state. Forget it now rather than
-		// carrying it until an insert's sweep finds it.
-		delete(sh.m, k)
-		e = nil
+// remove unlinks e, stored at hash. The caller holds sh.mu.
+func (sh *shard) remove(hash uint64, e *entry) {
+	head := sh.m[hash]
+	switch {
+	case head == e && e.next == nil:
+		delete(sh.m, hash)
+	case head == e:
+		sh.m[hash] = e.next
+	default:
+		for p := head; p != nil; p = p.next {
+			if p.next == e {
+				p.next = e.next
+				break
+			}
+		}
 	}
-	var cur entry
+	e.next = nil
+	sh.n--
+}
+
+// decide evaluates one limit for key, whose hash is h, at now into r and,
+// when consume is set and the limit admits cost, stores the new state. The
+// caller holds sh.mu.
+func (sh *shard) decide(r *ratewarden.Result, h uint64, key string, lim ratewarden.Limit, now, cost int64, consume bool) {
+	sc := scope{lim.Algorithm, lim.Period}
+	hash := stateHash(h, sc)
+	e := sh.find(hash, key, sc)
+	var cur state
+	expired := false
 	if e != nil {
-		cur = *e
+		if e.expireAt > now {
+			cur = e.state
+		} else {
+			// Expired: equivalent to no state. Start from none, keeping a
+			// log's array for reuse.
+			expired = true
+			cur.log = e.log[:0]
+		}
 	}
 	p := algo.FromLimit(lim)
 	var o algo.Outcome
@@ -296,14 +402,17 @@ func (sh *shard) decide(key string, lim ratewarden.Limit, now, cost int64, consu
 	default: // SlidingLog; Validate rejected anything else
 		cur.log, o = algo.SlidingLog(cur.log, now, p, cost, consume)
 	}
-	if o.Wrote {
-		cur.expireAt = o.ExpireAt
+	switch {
+	case o.Wrote:
 		if e == nil {
-			e = sh.insert(k, now)
+			e = sh.insert(hash, key, sc, now)
 		}
-		*e = cur
+		e.state, e.expireAt = cur, o.ExpireAt
+	case expired:
+		// Forget it now rather than carrying it until a sweep finds it.
+		sh.remove(hash, e)
 	}
-	return ratewarden.Result{
+	*r = ratewarden.Result{
 		Allowed:    o.Allowed,
 		Limit:      lim,
 		Remaining:  o.Remaining,
@@ -313,52 +422,69 @@ func (sh *shard) decide(key string, lim ratewarden.Limit, now, cost int64, consu
 	}
 }
 
-// insert adds a new entry for k, first sweeping a few states for expiry and,
-// when the shard is full, evicting one. The map keeps a copy of k's key:
-// the caller's string may share its bytes with something much larger (a
-// request body the key was sliced from), which the map would otherwise keep
-// alive. The caller holds sh.mu.
-func (sh *shard) insert(k stateKey, now int64) *entry {
+// insert adds a new, empty state for key under sc at hash, first sweeping
+// a few states for expiry and, when the shard is full, evicting one. The
+// state keeps a copy of key: the caller's string may share its bytes with
+// something much larger (a request body the key was sliced from), which
+// the store would otherwise keep alive. The caller holds sh.mu.
+func (sh *shard) insert(hash uint64, key string, sc scope, now int64) *entry {
 	seen := 0
-	for kk, e := range sh.m { // map iteration starts at a random place
+	for hh, e := range sh.m { // map iteration starts at a random place
 		if seen == sweepSize {
 			break
 		}
 		seen++
-		if e.expireAt <= now {
-			delete(sh.m, kk)
-		}
+		sh.dropExpired(hh, e, now)
 	}
-	if len(sh.m) >= sh.cap {
-		sh.evict(k.key, now)
+	if sh.n >= sh.cap {
+		sh.evict(key, now)
 	}
-	k.key = strings.Clone(k.key)
-	e := new(entry)
-	sh.m[k] = e
+	e := &entry{key: strings.Clone(key), scope: sc, next: sh.m[hash]}
+	sh.m[hash] = e
+	sh.n++
 	return e
+}
+
+// dropExpired removes the states of the chain head, stored at hash, that
+// have expired by now, and reports whether it removed any. The caller holds
+// sh.mu.
+func (sh *shard) dropExpired(hash uint64, head *entry, now int64) bool {
+	freed := false
+	for e := head; e != nil; {
+		next := e.next
+		if e.expireAt <= now {
+			sh.remove(hash, e)
+			freed = true
+		}
+		e = next
+	}
+	return freed
 }
 
 // evict removes every expired state in a random sample, or else the sampled
 // state closest to expiry. It spares the states of key (a multi-limit check
 // may have just written one), sampling further when it must.
 func (sh *shard) evict(key string, now int64) {
-	var victim stateKey
-	best := int64(-1)
+	var victim *entry
+	var victimHash uint64
 	freed := false
 	seen := 0
-	for kk, e := range sh.m {
-		if seen >= sampleSize && (freed || best >= 0) {
+	for hh, head := range sh.m {
+		if seen >= sampleSize && (freed || victim != nil) {
 			break
 		}
 		seen++
-		if e.expireAt <= now {
-			delete(sh.m, kk)
+		if sh.dropExpired(hh, head, now) {
 			freed = true
-		} else if kk.key != key && (best < 0 || e.expireAt < best) {
-			victim, best = kk, e.expireAt
+			continue
+		}
+		for e := head; e != nil; e = e.next {
+			if e.key != key && (victim == nil || e.expireAt < victim.expireAt) {
+				victim, victimHash = e, hh
+			}
 		}
 	}
-	if !freed && best >= 0 {
-		delete(sh.m, victim)
+	if !freed && victim != nil {
+		sh.remove(victimHash, victim)
 	}
 }

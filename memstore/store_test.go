@@ -325,3 +325,26 @@ func TestConcurrentMixed(t *testing.T) {
 		}
 	})
 }
+
+// TestNoAllocsRealClock: the same on the store's own clock, outside a
+// bubble, where it reads the monotonic clock between bases.
+func TestNoAllocsRealClock(t *testing.T) {
+	for _, alg := range []ratewarden.Algorithm{ratewarden.SlidingWindow, ratewarden.FixedWindow, ratewarden.TokenBucket, ratewarden.SlidingLog} {
+		t.Run(alg.String(), func(t *testing.T) {
+			_, l := newStore(t)
+			lim := ratewarden.Limit{Algorithm: alg, Rate: 100, Period: time.Hour}
+			var err error
+			step := func() { _, err = l.Allow(ctx, "existing", lim) }
+			for range 200 { // 100 admitted (the log at its size), then denials
+				step()
+			}
+			allocs := testing.AllocsPerRun(1000, step)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if allocs != 0 {
+				t.Fatalf("Allow on an existing key: %v allocations per call, want 0", allocs)
+			}
+		})
+	}
+}
