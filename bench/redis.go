@@ -94,3 +94,26 @@ func (r *Redis) Stats(ctx context.Context) (Stats, error) {
 	}
 	return s, nil
 }
+
+// Version returns the server's redis_version and mem_allocator (INFO
+// server and memory), or "unknown".
+func (r *Redis) Version(ctx context.Context) string {
+	info, err := r.admin.Do(ctx, r.admin.B().Info().Section("server", "memory").Build()).ToString()
+	if err != nil {
+		return "unknown"
+	}
+	var v, alloc string
+	for _, line := range strings.Split(info, "\n") {
+		k, val, _ := strings.Cut(strings.TrimSpace(line), ":")
+		switch k {
+		case "redis_version":
+			v = val
+		case "mem_allocator":
+			alloc = val
+		}
+	}
+	if v == "" {
+		return "unknown"
+	}
+	return "Redis " + v + ", " + alloc
+}
