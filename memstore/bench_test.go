@@ -66,8 +66,10 @@ func BenchmarkAllow(b *testing.B) {
 // 10,000/s keeps a mix of admits and denials; over 65,536 keys, 10,000/h
 // keeps every key admitting. x/time/rate has no keys: its many-keys case
 // indexes a slice of 65,536 prebuilt limiters, the floor a keyed store
-// (lookup, bounded memory, key copies) is measured against. Each case runs
-// from one goroutine (serial) and from all Ps at once (parallel).
+// (lookup, bounded memory, key copies) is measured against. store-check
+// calls the Store's Check directly with a prebuilt Request: the store's own
+// share, without the Limiter's validation and pooling. Each case runs from
+// one goroutine (serial) and from all Ps at once (parallel).
 func BenchmarkVersusXRate(b *testing.B) {
 	const nkeys = 1 << 16
 	keys := make([]string, nkeys)
@@ -79,6 +81,12 @@ func BenchmarkVersusXRate(b *testing.B) {
 		name := "one-key"
 		if many {
 			name, lim.Period = "many-keys", time.Hour
+		}
+		key := func(i uint64) string {
+			if many {
+				return keys[i&(nkeys-1)]
+			}
+			return keys[0]
 		}
 		every := rate.Every(lim.Period / time.Duration(lim.Rate))
 		for _, par := range []bool{false, true} {
@@ -95,9 +103,11 @@ func BenchmarkVersusXRate(b *testing.B) {
 				for i := range ls {
 					ls[i] = rate.NewLimiter(every, int(lim.Rate))
 				}
-				run(b, par, func(i uint64) error {
-					ls[i&uint64(n-1)].Allow()
-					return nil
+				run(b, par, func() func(uint64) error {
+					return func(i uint64) error {
+						ls[i&uint64(n-1)].Allow()
+						return nil
+					}
 				})
 			})
 			b.Run(name+mode+"/memstore", func(b *testing.B) {
@@ -107,24 +117,39 @@ func BenchmarkVersusXRate(b *testing.B) {
 				}
 				defer s.Close()
 				l, _ := ratewarden.New(s)
-				run(b, par, func(i uint64) error {
-					k := keys[0]
-					if many {
-						k = keys[i&(nkeys-1)]
+				run(b, par, func() func(uint64) error {
+					return func(i uint64) error {
+						_, err := l.Allow(ctx, key(i), lim)
+						return err
 					}
-					_, err := l.Allow(ctx, k, lim)
-					return err
+				})
+			})
+			b.Run(name+mode+"/store-check", func(b *testing.B) {
+				s, err := memstore.New()
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				run(b, par, func() func(uint64) error {
+					req := &ratewarden.Request{Limits: []ratewarden.Limit{lim}, Cost: 1}
+					res := make([]ratewarden.Result, 1)
+					return func(i uint64) error {
+						req.Key = key(i)
+						return s.Check(ctx, req, res)
+					}
 				})
 			})
 		}
 	}
 }
 
-// run calls f with a counter, from one goroutine or from all Ps, each
-// goroutine starting at its own place in the counter's sequence.
-func run(b *testing.B, parallel bool, f func(i uint64) error) {
+// run calls a function from newF with a counter, from one goroutine or
+// from all Ps (each with its own function from newF), each goroutine
+// starting at its own place in the counter's sequence.
+func run(b *testing.B, parallel bool, newF func() func(i uint64) error) {
 	b.ReportAllocs()
 	if !parallel {
+		f := newF()
 		var i uint64
 		for b.Loop() {
 			i++
@@ -137,6 +162,7 @@ func run(b *testing.B, parallel bool, f func(i uint64) error) {
 	var seq atomic.Uint64
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
+		f := newF()
 		i := seq.Add(1) * 7919
 		for pb.Next() {
 			i++

@@ -5,9 +5,11 @@
 //
 // State is kept per (key, limit scope) in a fixed number of shards, each a
 // map behind its own mutex; a key's states all live in one shard, so a
-// multi-limit check is decided under one lock, atomically. Deciding on an
-// existing key does not allocate (a SlidingLog's array grows, up to Rate
-// entries, and is then reused).
+// multi-limit check is decided under one lock, atomically. A check reads
+// the clock once (see WithClock), hashes its key once (the hash picks the
+// shard and, with each limit's scope, the state) and takes one lock.
+// Deciding on an existing key does not allocate (a SlidingLog's array
+// grows, up to Rate entries, and is then reused).
 //
 // Memory is bounded: the store holds at most WithMaxKeys states, and
 // refuses keys longer than WithMaxKeyBytes (an error wrapping
