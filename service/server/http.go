@@ -67,19 +67,22 @@ type Decision struct {
 	Shadow   bool   `json:"shadow,omitempty"`
 }
 
-// Handler returns the HTTP handler: the /v1 API, /healthz, /readyz and,
-// unless an admin address is set (WithAdminAddr), /metrics. Every 4xx and
+// Handler returns the HTTP handler: the /v1 API, envoyproxy/ratelimit's
+// /json and /healthcheck, /healthz, /readyz and, unless an admin address
+// is set (WithAdminAddr), /metrics and the config dump /rlconfig. Every 4xx and
 // 5xx answer, 404 and 405 included, is application/problem+json.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/check", only(s, s.api(func(w http.ResponseWriter, r *http.Request) { s.handleCheck(w, r, false) }), http.MethodPost))
 	mux.Handle("/v1/peek", only(s, s.api(func(w http.ResponseWriter, r *http.Request) { s.handleCheck(w, r, true) }), http.MethodPost))
 	mux.Handle("/v1/reset", only(s, s.api(s.handleReset), http.MethodPost))
+	mux.Handle("/json", s.api(s.handleJSON))
+	mux.Handle("/healthcheck", http.HandlerFunc(s.handleHealthcheck))
 	s.probes(mux, s.adminAddr == "")
 	return mux
 }
 
-// AdminHandler returns the admin handler: /metrics, /healthz and /readyz
+// AdminHandler returns the admin handler: /metrics, /rlconfig, /healthz and /readyz
 // with the failure policies that are degraded. Start serves it on the
 // admin address when one is set; Handler serves the same without one.
 func (s *Server) AdminHandler() http.Handler {
@@ -93,6 +96,7 @@ func (s *Server) AdminHandler() http.Handler {
 func (s *Server) probes(mux *http.ServeMux, detailed bool) {
 	if detailed {
 		mux.Handle("/metrics", only(s, promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}), http.MethodGet, http.MethodHead))
+		mux.Handle("/rlconfig", only(s, http.HandlerFunc(s.handleConfigDump), http.MethodGet, http.MethodHead))
 	}
 	mux.Handle("/healthz", only(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

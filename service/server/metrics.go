@@ -22,6 +22,15 @@ type metrics struct {
 	reloads   *prometheus.CounterVec   // result
 	problems  *prometheus.CounterVec   // type
 	configOK  prometheus.Gauge
+	info      *prometheus.GaugeVec   // source, version: one series, the config in force
+	nearLimit *prometheus.CounterVec // api, domain, policy
+}
+
+// setVersion makes the config in force the one series of
+// ratewarden_config_info.
+func (m *metrics) setVersion(source, version string) {
+	m.info.Reset()
+	m.info.WithLabelValues(source, version).Set(1)
 }
 
 func newMetrics(reg *prometheus.Registry, b Backend) *metrics {
@@ -56,7 +65,15 @@ func newMetrics(reg *prometheus.Registry, b Backend) *metrics {
 			Help: "1 when the last configuration load succeeded, 0 when it failed.",
 		}),
 	}
-	reg.MustRegister(m.decisions, m.degraded, m.storeDur, m.storeErrs, m.reloads, m.problems, m.configOK,
+	m.info = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "ratewarden_config_info",
+		Help: "1 for the configuration in force: its source (file, static, xds) and version (the xDS version_info, or a hash of the files).",
+	}, []string{"source", "version"})
+	m.nearLimit = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratewarden_near_limit_total",
+		Help: "Allowed hits that took a key past the near-limit ratio of its limit (NEAR_LIMIT_RATIO, default 0.8), counted as envoyproxy/ratelimit's near_limit: by API, domain and policy.",
+	}, []string{"api", "domain", "policy"})
+	reg.MustRegister(m.decisions, m.degraded, m.storeDur, m.storeErrs, m.reloads, m.problems, m.configOK, m.info, m.nearLimit,
 		breakerCollector{b}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

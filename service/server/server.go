@@ -112,6 +112,8 @@ type snapshot struct {
 	cfg      *config.Config
 	failures []config.FailurePolicy // every failure policy in use
 	loaded   time.Time
+	source   string // file, static or xds
+	version  string // the xDS version, or the files' fingerprint
 }
 
 // Option configures a Server; pass options to New, which validates what
@@ -280,7 +282,7 @@ func New(backend Backend, opts ...Option) (*Server, error) {
 			return nil, err
 		}
 	} else {
-		s.setConfig(o.cfg)
+		s.setConfig(o.cfg, "static", "")
 	}
 	s.m.configOK.Set(1)
 	return s, nil
@@ -292,8 +294,8 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 // Config returns the configuration in force.
 func (s *Server) Config() *config.Config { return s.snap.Load().cfg }
 
-func (s *Server) setConfig(cfg *config.Config) {
-	sn := &snapshot{cfg: cfg, loaded: time.Now()}
+func (s *Server) setConfig(cfg *config.Config, source, version string) {
+	sn := &snapshot{cfg: cfg, loaded: time.Now(), source: source, version: version}
 	add := func(fp config.FailurePolicy) {
 		if !slices.Contains(sn.failures, fp) {
 			sn.failures = append(sn.failures, fp)
@@ -316,6 +318,7 @@ func (s *Server) setConfig(cfg *config.Config) {
 	}
 	slices.Sort(sn.failures)
 	s.snap.Store(sn)
+	s.m.setVersion(source, version)
 }
 
 // failure resolves a limit's failure policy: the first one set among
@@ -353,7 +356,7 @@ func (s *Server) Reload() error {
 		}
 		return err
 	}
-	s.setConfig(cfg)
+	s.setConfig(cfg, "file", shortVersion(s.fingerprint))
 	s.m.reloads.WithLabelValues("success").Inc()
 	s.m.configOK.Set(1)
 	for _, w := range cfg.Warnings {

@@ -1,0 +1,98 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/service/config"
+)
+
+// SetConfig puts cfg in force at once, for a configuration that comes from
+// elsewhere than files (an xDS management server, say): requests already
+// deciding finish on the configuration they started with, the next ones
+// use cfg. source names where it came from (such as "xds") and version
+// its version; both show in ratewarden_config_info and the config dump
+// (/rlconfig). It counts a successful reload. It refuses (and changes
+// nothing) a nil cfg and a server that loads files (WithConfigPaths),
+// whose files would overwrite cfg at the next reload.
+func (s *Server) SetConfig(cfg *config.Config, source, version string) error {
+	switch {
+	case cfg == nil:
+		return fmt.Errorf("server: SetConfig: config must not be nil: %w", ratewarden.ErrInvalidConfig)
+	case s.paths != nil:
+		return fmt.Errorf("server: SetConfig: the server loads its config from files (WithConfigPaths): %w", ratewarden.ErrInvalidConfig)
+	case source == "":
+		return fmt.Errorf("server: SetConfig: source must not be empty: %w", ratewarden.ErrInvalidConfig)
+	}
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	s.setConfig(cfg, source, version)
+	s.m.reloads.WithLabelValues("success").Inc()
+	s.m.configOK.Set(1)
+	for _, w := range cfg.Warnings {
+		s.log.Warn("config: ignored", "where", w.String())
+	}
+	s.log.Info("config in force", "source", source, "version", version, "policies", len(cfg.Policies), "domains", len(cfg.Domains))
+	return nil
+}
+
+// ConfigVersion returns the source and version of the configuration in
+// force: "file" and a hash of the files' names and contents, "static"
+// (WithConfig) and "", or what SetConfig was given.
+func (s *Server) ConfigVersion() (source, version string) {
+	sn := s.snap.Load()
+	return sn.source, sn.version
+}
+
+// shortVersion is the first 12 characters of a fingerprint.
+func shortVersion(fp string) string {
+	if len(fp) > 12 {
+		return fp[:12]
+	}
+	return fp
+}
+
+// handleConfigDump answers /rlconfig: the configuration in force as
+// text. Its first lines give the source, version and load time; then one
+// line per limit, "DOMAIN.PATH: unit=UNIT requests_per_unit=N,
+// shadow_mode: B, quota_mode: B" for Envoy domains (envoyproxy/ratelimit's
+// /rlconfig lines, with ratewarden's descriptor paths), "policy NAME:
+// LIMIT" for native policies, sorted.
+func (s *Server) handleConfigDump(w http.ResponseWriter, _ *http.Request) {
+	sn := s.snap.Load()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	var b strings.Builder
+	fmt.Fprintf(&b, "# source: %s\n# version: %s\n# loaded: %s\n", sn.source, sn.version, sn.loaded.UTC().Format(time.RFC3339))
+	var lines []string
+	for name, p := range sn.cfg.Policies {
+		lines = append(lines, fmt.Sprintf("policy %s: %s, shadow_mode: %t", name, p.Limit, p.Shadow))
+	}
+	for name, d := range sn.cfg.Domains {
+		var walk func([]*config.Descriptor)
+		walk = func(ds []*config.Descriptor) {
+			for _, n := range ds {
+				if rl := n.RateLimit; rl != nil {
+					unit := strings.ToUpper(rl.Unit)
+					if rl.Unlimited {
+						unit = "UNLIMITED"
+					}
+					lines = append(lines, fmt.Sprintf("%s.%s: unit=%s requests_per_unit=%d, shadow_mode: %t, quota_mode: %t",
+						name, n.Path, unit, rl.RequestsPerUnit, n.Shadow, n.QuotaMode || s.envoy.QuotaMode))
+				}
+				walk(n.Descriptors)
+			}
+		}
+		walk(d.Descriptors)
+	}
+	slices.Sort(lines)
+	for _, l := range lines {
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	_, _ = w.Write([]byte(b.String()))
+}
