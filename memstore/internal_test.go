@@ -28,9 +28,10 @@ func oneShard(t *testing.T, max int) *shard {
 // decideAt decides one unit for key under lim at now, with h as the hash
 // of every key.
 func decideAt(sh *shard, key string, lim ratewarden.Limit, now int64) ratewarden.Result {
-	const h = 0x5eed
+	sc := scope{lim.Algorithm, lim.Period}
+	hash := stateHash(0x5eed, sc)
 	var r ratewarden.Result
-	sh.decide(&r, h, key, lim, now, 1, true)
+	sh.decide(&r, sh.find(hash, key, sc), hash, key, lim, now, 1, true)
 	return r
 }
 

@@ -273,17 +273,28 @@ func (s *Store) Check(_ context.Context, req *ratewarden.Request, res []rateward
 	if len(req.Limits) == 1 {
 		// One limit: its own verdict is the whole verdict, so evaluate and
 		// consume in one step.
-		sh.decide(&res[0], h, req.Key, req.Limits[0], now, req.Cost, consume)
+		lim := req.Limits[0]
+		sc := scope{lim.Algorithm, lim.Period}
+		hash := stateHash(h, sc)
+		sh.decide(&res[0], sh.find(hash, req.Key, sc), hash, req.Key, lim, now, req.Cost, consume)
 		return nil
 	}
+	// Evaluate every limit, then consume from every one if all admit. The
+	// states found in the first pass stay valid for the second: the first
+	// removes the expired ones, and an insert in the second sweeps only
+	// expired states and evicts none of this key's.
+	var buf [8]*entry
+	found := buf[:0]
 	all := true
 	for i, lim := range req.Limits {
-		sh.decide(&res[i], h, req.Key, lim, now, req.Cost, false)
+		sc := scope{lim.Algorithm, lim.Period}
+		hash := stateHash(h, sc)
+		found = append(found, sh.decide(&res[i], sh.find(hash, req.Key, sc), hash, req.Key, lim, now, req.Cost, false))
 		all = all && res[i].Allowed
 	}
 	if all && consume {
 		for i, lim := range req.Limits {
-			sh.decide(&res[i], h, req.Key, lim, now, req.Cost, true)
+			sh.decide(&res[i], found[i], stateHash(h, scope{lim.Algorithm, lim.Period}), req.Key, lim, now, req.Cost, true)
 		}
 	}
 	return nil
@@ -373,13 +384,12 @@ func (sh *shard) remove(hash uint64, e *entry) {
 	sh.n--
 }
 
-// decide evaluates one limit for key, whose hash is h, at now into r and,
-// when consume is set and the limit admits cost, stores the new state. The
-// caller holds sh.mu.
-func (sh *shard) decide(r *ratewarden.Result, h uint64, key string, lim ratewarden.Limit, now, cost int64, consume bool) {
-	sc := scope{lim.Algorithm, lim.Period}
-	hash := stateHash(h, sc)
-	e := sh.find(hash, key, sc)
+// decide evaluates one limit for key at now into r and, when consume is
+// set and the limit admits cost, stores the new state. e is key's state
+// under lim (nil for none), stored at hash. decide returns the state that
+// holds key's state afterwards, or nil when there is none (an expired
+// state is removed unless it is written again). The caller holds sh.mu.
+func (sh *shard) decide(r *ratewarden.Result, e *entry, hash uint64, key string, lim ratewarden.Limit, now, cost int64, consume bool) *entry {
 	var cur state
 	expired := false
 	if e != nil {
@@ -407,12 +417,13 @@ func (sh *shard) decide(r *ratewarden.Result, h uint64, key string, lim rateward
 	switch {
 	case o.Wrote:
 		if e == nil {
-			e = sh.insert(hash, key, sc, now)
+			e = sh.insert(hash, key, scope{lim.Algorithm, lim.Period}, now)
 		}
 		e.state, e.expireAt = cur, o.ExpireAt
 	case expired:
 		// Forget it now rather than carrying it until a sweep finds it.
 		sh.remove(hash, e)
+		e = nil
 	}
 	*r = ratewarden.Result{
 		Allowed:    o.Allowed,
@@ -422,6 +433,7 @@ func (sh *shard) decide(r *ratewarden.Result, h uint64, key string, lim rateward
 		ResetAfter: time.Duration(o.ResetAfter) * time.Microsecond,
 		Source:     ratewarden.SourceStore,
 	}
+	return e
 }
 
 // insert adds a new, empty state for key under sc at hash, first sweeping

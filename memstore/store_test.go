@@ -169,6 +169,45 @@ func TestMultiLimitNotEvictingItself(t *testing.T) {
 	})
 }
 
+// TestMultiLimitMixedStates: one check over a live state, an expired one
+// and a missing one, in a full shard, consumes exactly once from each (the
+// states the first pass found are the ones the second writes), and a
+// denied check consumes from none.
+func TestMultiLimitMixedStates(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		s, l := newStore(t, memstore.WithMaxKeys(4), memstore.WithShards(1))
+		a := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 3, Period: time.Second}
+		b := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 3, Period: time.Hour}
+		c := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 3, Period: time.Minute}
+		if d, err := l.AllowAll(ctx, "k", 1, a, b); err != nil || !d.Allowed {
+			t.Fatalf("first AllowAll: %+v, %v", d, err)
+		}
+		allow(t, l, "o1", ratewarden.PerHour(3))
+		allow(t, l, "o2", ratewarden.PerHour(3))
+		time.Sleep(time.Second) // a's window, and its state, ends
+		d, err := l.AllowAll(ctx, "k", 1, a, b, c)
+		if err != nil || !d.Allowed {
+			t.Fatalf("AllowAll over expired, live and missing states: %+v, %v", d, err)
+		}
+		for i, want := range []int64{2, 1, 2} {
+			if got := d.Results[i].Remaining; got != want {
+				t.Errorf("limit %d: remaining %d, want %d", i, got, want)
+			}
+		}
+		if d, err := l.AllowAll(ctx, "k", 2, a, b, c); err != nil || d.Allowed {
+			t.Fatalf("AllowAll of 2 with 1 left under b: %+v, %v; want denied", d, err)
+		}
+		for i, lim := range []ratewarden.Limit{a, b, c} {
+			if got, want := remaining(t, l, "k", lim), []int64{2, 1, 2}[i]; got != want {
+				t.Errorf("limit %d after the denied check: remaining %d, want %d", i, got, want)
+			}
+		}
+		if n := s.Len(); n != 4 {
+			t.Errorf("Len = %d, want the bound, 4 (one other key evicted)", n)
+		}
+	})
+}
+
 func TestExpiredReclaimed(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
 		s, l := newStore(t, memstore.WithShards(1))
