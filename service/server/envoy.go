@@ -2,6 +2,8 @@ package server
 
 import (
 	"math"
+
+	"github.com/ratewarden/ratewarden"
 	"strconv"
 	"time"
 
@@ -60,6 +62,38 @@ type EnvoyCompat struct {
 	// (MERGE_DOMAIN_CONFIG): config.Loader.MergeDomains for the files
 	// WithConfigPaths names.
 	MergeDomains bool
+}
+
+// DefaultNearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO default.
+const DefaultNearLimitRatio = 0.8
+
+// WithNearLimitRatio sets the share of a limit past which allowed hits
+// count in ratewarden_near_limit_total, as envoyproxy/ratelimit's
+// near_limit statistic (NEAR_LIMIT_RATIO): with a limit of 10 and 0.8,
+// the 9th and 10th hits of a window are near the limit. Above 0, at most
+// 1; default DefaultNearLimitRatio.
+func WithNearLimitRatio(r float64) Option {
+	return func(o *options) { o.nearRatio = r }
+}
+
+// nearLimit counts the allowed hits of e past its near-limit threshold:
+// the hits taking the count from at least floor(rate × ratio) towards the
+// rate, as envoyproxy/ratelimit counts near_limit. Denied hits consume
+// nothing here, so they count neither.
+func (s *Server) nearLimit(domain string, e *evalDesc, res *ratewarden.Result) {
+	if !res.Allowed || e.cost <= 0 || e.limit.Rate <= 0 {
+		return
+	}
+	rate := e.limit.Rate
+	if e.limit.Burst > 0 {
+		rate = e.limit.Burst
+	}
+	after := rate - addSat(res.Remaining, e.later)
+	before := after - e.cost
+	threshold := int64(math.Floor(float64(rate) * s.nearRatio))
+	if after > threshold {
+		s.m.nearLimit.WithLabelValues("grpc", domain, e.label).Add(float64(after - max(threshold, before)))
+	}
 }
 
 // WithEnvoyCompat sets envoyproxy/ratelimit's settings the gRPC service

@@ -393,6 +393,7 @@ func (g *rls) status(dom *config.Domain, e *evalDesc, now time.Time) (*rlspb.Rat
 		}
 		st.DurationUntilReset = durationpb.New(resetOf(e.limit, *res, now))
 		g.s.m.decision("grpc", dom.Name, e.label, *res, e.shadow)
+		g.s.nearLimit(dom.Name, e, res)
 	default:
 		return st, false
 	}

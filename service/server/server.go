@@ -84,6 +84,7 @@ type Server struct {
 	inline         config.InlineLimits
 	adminAddr      string
 	envoy          EnvoyCompat
+	nearRatio      float64
 	reg            *prometheus.Registry
 	m              *metrics
 	limiters       sync.Map // config.FailurePolicy -> *ratewarden.Limiter
@@ -135,6 +136,7 @@ type options struct {
 	inline         config.InlineLimits
 	adminAddr      string
 	envoy          EnvoyCompat
+	nearRatio      float64
 }
 
 // WithConfig sets a configuration that is already loaded (no reload).
@@ -223,6 +225,8 @@ func (o *options) validate() error {
 		msg = fmt.Sprintf("WithMaxBodyBytes: max body bytes must be > 0, got %d", o.maxBody)
 	case o.maxKey <= 0:
 		msg = fmt.Sprintf("WithMaxKeyBytes: max key bytes must be > 0, got %d", o.maxKey)
+	case !(o.nearRatio > 0 && o.nearRatio <= 1):
+		msg = fmt.Sprintf("WithNearLimitRatio: want a ratio above 0, at most 1, got %v", o.nearRatio)
 	case o.envoy.Headers < RLSHeadersRatewarden || o.envoy.Headers > RLSHeadersNone:
 		msg = fmt.Sprintf("WithEnvoyCompat: unknown Headers %d", o.envoy.Headers)
 	case o.inline.MaxPeriod < 0 || o.inline.MaxRate < 0 || o.inline.MaxSlidingLog < 0 || o.inline.MaxCost < 0:
@@ -250,6 +254,7 @@ func New(backend Backend, opts ...Option) (*Server, error) {
 		interval:       DefaultReloadInterval,
 		maxBody:        DefaultMaxBodyBytes,
 		maxKey:         DefaultMaxKeyBytes,
+		nearRatio:      DefaultNearLimitRatio,
 	}
 	for i, opt := range opts {
 		if opt == nil {
@@ -272,6 +277,7 @@ func New(backend Backend, opts ...Option) (*Server, error) {
 		inline:         o.inline,
 		adminAddr:      o.adminAddr,
 		envoy:          o.envoy,
+		nearRatio:      o.nearRatio,
 		reg:            prometheus.NewRegistry(),
 		health:         health.NewServer(),
 		stop:           make(chan struct{}),
