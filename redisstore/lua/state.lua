@@ -17,22 +17,22 @@
 --   sliding_log: a sorted set with one member "<instant>:<index>" per
 --       admitted unit, scored by its instant (µs).
 --
--- Redis 6.2 has no PEXPIRETIME, so there the windows and the bucket write
--- long forms that carry their instants: "start count" (fixed_window),
--- "start curr prev" (sliding_window), "T F" (token_bucket). Every version
--- reads both forms, so data that moves from a 6.2 server to a later one
--- (an upgrade of Redis itself) keeps counting.
---
 -- So the windows and the bucket keep their instants in the key's expiry,
 -- where Redis keeps one anyway, and their value is a small integer: Redis
 -- stores it in the key's object (or shares it, below 10000) instead of a
 -- string. Periods are whole milliseconds, so every window boundary is too
 -- and the expiry gives the window back exactly.
 --
+-- Redis 6.2 has no PEXPIRETIME, so there the windows and the bucket write
+-- long forms that carry their instants: "start count" (fixed_window),
+-- "start curr prev" (sliding_window), "T F" (token_bucket). Every version
+-- reads both forms, so data that moves from a 6.2 server to a later one
+-- (an upgrade of Redis itself) keeps counting.
+--
 -- Every write sets the key's expiry in the same command (the log: in the
 -- same script), at the instant the algorithm gives, in ms rounded up. A
--- key of the windows or the bucket that holds a value but no expiry, or a
--- value of none of these forms, is malformed.
+-- value of none of these forms, or a compact value without an expiry, is
+-- malformed.
 --
 -- A check reads a key into a state record, a table with named fields that
 -- the algorithms read (and that a multi-limit check keeps from its verdict
