@@ -85,10 +85,10 @@ func TestNewRedisErrorsHidePassword(t *testing.T) {
 	}
 }
 
-// On Redis Cluster each failure policy's front gets a breaker per group of
-// slots (16), so a failed primary degrades only its keys; on a single
-// Redis, one breaker.
-func TestClusterGetsABreakerPerSlotGroup(t *testing.T) {
+// On Redis Cluster each failure policy's front gets a breaker per primary
+// (the stack follows the slot map), so a failed primary degrades only its
+// keys; on a single Redis, one breaker.
+func TestClusterGetsABreakerPerPrimary(t *testing.T) {
 	c := testredis.StartCluster(t)
 	addrs := c.Addrs()
 	url := "redis://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
@@ -103,8 +103,8 @@ func TestClusterGetsABreakerPerSlotGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f, ok := st.(*stack.Front); !ok || len(f.States()) != 16 {
-		t.Errorf("cluster store is %T (%v), want a *stack.Front with 16 breakers", st, st)
+	if f, ok := st.(*stack.Front); !ok || len(f.States()) != 3 {
+		t.Errorf("cluster store is %T (%v), want a *stack.Front with a breaker per primary (3)", st, st)
 	}
 	lim, _ := ratewarden.New(st)
 	if r, err := lim.Allow(t.Context(), "user:1", ratewarden.PerMinute(10)); err != nil || !r.Allowed || r.Source != ratewarden.SourceStore {
