@@ -19,6 +19,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -85,6 +87,8 @@ type Server struct {
 	adminAddr      string
 	envoy          EnvoyCompat
 	nearRatio      float64
+	grpcTLS        *tls.Config
+	httpTLS        *tls.Config
 	reg            *prometheus.Registry
 	m              *metrics
 	limiters       sync.Map // config.FailurePolicy -> *ratewarden.Limiter
@@ -137,6 +141,8 @@ type options struct {
 	adminAddr      string
 	envoy          EnvoyCompat
 	nearRatio      float64
+	grpcTLS        *tls.Config
+	httpTLS        *tls.Config
 }
 
 // WithConfig sets a configuration that is already loaded (no reload).
@@ -278,6 +284,8 @@ func New(backend Backend, opts ...Option) (*Server, error) {
 		adminAddr:      o.adminAddr,
 		envoy:          o.envoy,
 		nearRatio:      o.nearRatio,
+		grpcTLS:        o.grpcTLS,
+		httpTLS:        o.httpTLS,
 		reg:            prometheus.NewRegistry(),
 		health:         health.NewServer(),
 		stop:           make(chan struct{}),
@@ -459,7 +467,11 @@ func (s *Server) Start(httpAddr, grpcAddr string) error {
 	}
 	s.httpLn, s.grpcLn = hl, gl
 	s.httpSrv = s.newHTTPServer(s.Handler())
-	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.ForceServerCodecV2(strictCodec{encoding.GetCodecV2("proto")}))
+	gopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(1 << 20), grpc.ForceServerCodecV2(strictCodec{encoding.GetCodecV2("proto")})}
+	if s.grpcTLS != nil {
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(s.grpcTLS)))
+	}
+	s.grpcSrv = grpc.NewServer(gopts...)
 	s.RegisterGRPC(s.grpcSrv)
 
 	s.wg.Add(3)
@@ -484,7 +496,12 @@ func (s *Server) Start(httpAddr, grpcAddr string) error {
 }
 
 func (s *Server) newHTTPServer(h http.Handler) *http.Server {
+	var tc *tls.Config
+	if s.httpTLS != nil {
+		tc = s.httpTLS.Clone()
+	}
 	return &http.Server{
+		TLSConfig:         tc,
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -495,7 +512,13 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 
 func (s *Server) serveHTTP(srv *http.Server, ln net.Listener, what string) {
 	defer s.wg.Done()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	var err error
+	if srv.TLSConfig != nil {
+		err = srv.ServeTLS(ln, "", "")
+	} else {
+		err = srv.Serve(ln)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		s.log.Error(what+" server stopped", "err", err)
 	}
 }

@@ -93,6 +93,10 @@ type serveFlags struct {
 	inline, maxKeyBytes, adminAddr                                   *string
 	rlsHeaders, mergeDomains, dynMeta, shadowMode, quotaMode         *string
 	headerNames                                                      [3]string
+	configType, xdsServer, xdsNode, nearRatio                        *string
+	tlsCert, tlsKey, tlsClientCA, tlsServers                         *string
+	redisCA, redisCert, redisKey                                     *string
+	getenv                                                           func(string) string
 }
 
 // newServeFlags defines serve's flags on a new flag set.
@@ -120,7 +124,30 @@ func newServeFlags(getenv func(string) string) (*flag.FlagSet, serveFlags) {
 		shadowMode:   peerBoolFlag(fs, getenv, "shadow-mode", "RATEWARDEN_SHADOW_MODE", "SHADOW_MODE", "gRPC answers are always OK overall; statuses still say OVER_LIMIT"),
 		quotaMode:    peerBoolFlag(fs, getenv, "quota-mode", "RATEWARDEN_QUOTA_MODE", "QUOTA_MODE", "every Envoy limit in quota_mode: over the limit is OK, with no duration_until_reset"),
 		headerNames:  [3]string{getenv("LIMIT_LIMIT_HEADER"), getenv("LIMIT_REMAINING_HEADER"), getenv("LIMIT_RESET_HEADER")},
+		configType:   peerFlag(fs, getenv, "config-type", "RATEWARDEN_CONFIG_TYPE", "CONFIG_TYPE", "file", "where the config comes from: file (--config) or xds (GRPC_XDS_SOTW: Envoy domains from an xDS management server, --xds-server)"),
+		xdsServer:    peerFlag(fs, getenv, "xds-server", "RATEWARDEN_XDS_SERVER", "CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000", "xDS management server address, with --config-type xds"),
+		xdsNode:      peerFlag(fs, getenv, "xds-node-id", "RATEWARDEN_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_ID", "default", "node id announced to the xDS management server"),
+		nearRatio:    peerFlag(fs, getenv, "near-limit-ratio", "RATEWARDEN_NEAR_LIMIT_RATIO", "NEAR_LIMIT_RATIO", "0.8", "share of a limit past which allowed hits count in ratewarden_near_limit_total"),
+		tlsCert:      envFlag(fs, getenv, "tls-cert", "RATEWARDEN_TLS_CERT", "", "server certificate (PEM) for --tls-servers; reloaded when the file changes"),
+		tlsKey:       envFlag(fs, getenv, "tls-key", "RATEWARDEN_TLS_KEY", "", "server key (PEM) for --tls-cert"),
+		tlsClientCA:  envFlag(fs, getenv, "tls-client-ca", "RATEWARDEN_TLS_CLIENT_CA", "", "CA (PEM) that must have signed client certificates: mutual TLS"),
+		tlsServers:   envFlag(fs, getenv, "tls-servers", "RATEWARDEN_TLS_SERVERS", "grpc,http", "the servers --tls-cert applies to: grpc, http (the HTTP and admin addresses) or both"),
+		redisCA:      envFlag(fs, getenv, "redis-ca", "RATEWARDEN_REDIS_CA", "", "CA (PEM) for a rediss:// server's certificate (default: the system roots)"),
+		redisCert:    envFlag(fs, getenv, "redis-cert", "RATEWARDEN_REDIS_CERT", "", "client certificate (PEM) for rediss://"),
+		redisKey:     envFlag(fs, getenv, "redis-key", "RATEWARDEN_REDIS_KEY", "", "client key (PEM) for --redis-cert"),
+		getenv:       getenv,
 	}
+}
+
+// peerFlag is envFlag with a second variable, envoyproxy/ratelimit's
+// name for the setting, read when the first is not set.
+func peerFlag(fs *flag.FlagSet, getenv func(string) string, name, env, peerEnv, def, help string) *string {
+	if v := getenv(env); v != "" {
+		def = v
+	} else if v := getenv(peerEnv); v != "" {
+		def = v
+	}
+	return fs.String(name, def, help+" ($"+env+", else $"+peerEnv+")")
 }
 
 // defaultRLSHeaders is --rls-headers' default: what envoyproxy/ratelimit
@@ -140,7 +167,12 @@ func defaultRLSHeaders(getenv func(string) string) string {
 // serve runs "ratewarden serve": settings from the flags, then the
 // wiring, then the service until ctx is done.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	fs, f := newServeFlags(getenv)
+	penv, ignored, perr := peerEnv(getenv)
+	if perr != nil {
+		fmt.Fprintf(stderr, "ratewarden serve: %v\n", perr)
+		return exitError
+	}
+	fs, f := newServeFlags(penv)
 	pos, code, done := parseCommand(fs, args, stdout, stderr)
 	if done {
 		return code
@@ -153,6 +185,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		if err != nil {
 			return err
 		}
+		st.peerIgnored = ignored
 		svc, err := wire(st, stderr)
 		if err != nil {
 			return err
@@ -184,6 +217,12 @@ type settings struct {
 	maxKeyBytes        int
 	adminAddr          string
 	envoy              server.EnvoyCompat
+	nearRatio          float64
+	xds                *xdsSettings // nil: config from files
+	tls                server.TLSFiles
+	tlsGRPC, tlsHTTP   bool
+	redisTLS           backend.RedisTLS
+	peerIgnored        []string // envoyproxy/ratelimit variables set that change nothing
 }
 
 // settings parses and checks the flags' values. Its errors name the flag.
@@ -232,7 +271,10 @@ func (f serveFlags) exposure(st *settings) error {
 	if st.maxKeyBytes, err = strconv.Atoi(*f.maxKeyBytes); err != nil || st.maxKeyBytes < 1 {
 		return fmt.Errorf("--max-key-bytes %q: want a whole number >= 1", *f.maxKeyBytes)
 	}
-	return f.envoyCompat(st)
+	if err := f.envoyCompat(st); err != nil {
+		return err
+	}
+	return f.deployment(st)
 }
 
 // envoyCompat parses the flags of envoyproxy/ratelimit's settings.
@@ -305,7 +347,13 @@ func wire(st settings, stderr io.Writer) (*service, error) {
 		server.WithMaxKeyBytes(st.maxKeyBytes),
 		server.WithAdminAddr(st.adminAddr),
 		server.WithEnvoyCompat(st.envoy),
+		server.WithNearLimitRatio(st.nearRatio),
 	}
+	tlsOpts, err := st.tlsOptions(svc)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, tlsOpts...)
 	if st.configPaths == nil {
 		var err error
 		if svc.builtin, err = config.Parse("built-in default config", defaultConfig); err != nil {
@@ -347,6 +395,7 @@ func newBackend(st settings, log *slog.Logger) (server.Backend, func(), error) {
 		return m, func() { _ = m.Close() }, nil
 	}
 	r, err := backend.NewRedis(st.redisURL,
+		backend.WithTLS(st.redisTLS),
 		backend.WithTimeout(st.redisTimeout),
 		backend.WithReplicas(st.replicas),
 		backend.WithLogger(log))
@@ -363,7 +412,17 @@ func (s *service) run(ctx context.Context) error {
 	if err := s.srv.Start(s.st.httpAddr, s.st.grpcAddr); err != nil {
 		return err
 	}
-	if s.builtin != nil {
+	for _, v := range s.st.peerIgnored {
+		s.log.Warn("envoyproxy/ratelimit variable ignored", "why", v)
+	}
+	if s.st.xds != nil {
+		stop, err := s.startXDS()
+		if err != nil {
+			_ = s.srv.Shutdown(context.Background())
+			return err
+		}
+		defer stop()
+	} else if s.builtin != nil {
 		s.log.Info("no --config given: using the built-in default config", "policies", len(s.builtin.Policies))
 	}
 	if s.st.redisURL == "" {

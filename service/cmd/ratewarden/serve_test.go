@@ -31,7 +31,8 @@ func TestServeSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := settings{httpAddr: ":8080", grpcAddr: ":8081", failure: config.LocalFallback, replicas: 1,
-		redisTimeout: 50 * time.Millisecond, reload: time.Second, grace: 10 * time.Second, logLevel: slog.LevelInfo, maxKeyBytes: 1024}
+		redisTimeout: 50 * time.Millisecond, reload: time.Second, grace: 10 * time.Second, logLevel: slog.LevelInfo, maxKeyBytes: 1024,
+		nearRatio: 0.8, tlsGRPC: true, tlsHTTP: true}
 	if !reflect.DeepEqual(st, want) {
 		t.Errorf("defaults %+v, want %+v", st, want)
 	}

@@ -6,9 +6,12 @@ package backend
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -70,6 +73,7 @@ type Redis struct {
 }
 
 type redisOptions struct {
+	tls      RedisTLS
 	timeout  time.Duration
 	replicas int
 	probe    time.Duration
@@ -90,6 +94,84 @@ func WithReplicas(n int) Option { return func(o *redisOptions) { o.replicas = n 
 // WithProbeInterval is how long an open breaker waits before probing Redis
 // again; default fallback.DefaultProbeInterval.
 func WithProbeInterval(d time.Duration) Option { return func(o *redisOptions) { o.probe = d } }
+
+// RedisTLS are the files of a rediss:// connection's TLS, beyond what
+// the URL grammar says (redisstore.ParseURL has no parameters for them).
+type RedisTLS struct {
+	// CAFile (PEM) replaces the system roots for the server's
+	// certificate.
+	CAFile string
+	// CertFile and KeyFile (PEM) are a client certificate for Redis'
+	// tls-auth-clients.
+	CertFile, KeyFile string
+	// SkipHostname verifies the server's chain but not its name
+	// (envoyproxy/ratelimit's REDIS_TLS_SKIP_HOSTNAME_VERIFICATION).
+	SkipHostname bool
+}
+
+func (t RedisTLS) given() bool {
+	return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.SkipHostname
+}
+
+// WithTLS sets a rediss:// connection's CA and client certificate.
+func WithTLS(t RedisTLS) Option { return func(o *redisOptions) { o.tls = t } }
+
+// applyTLS puts t's files into the TLS configuration ParseURL made
+// (nil unless rediss://), for Redis and, for Sentinel, the sentinels.
+func applyTLS(copt *rueidis.ClientOption, t RedisTLS) error {
+	if !t.given() {
+		return nil
+	}
+	if copt.TLSConfig == nil {
+		return fmt.Errorf("backend: redis: a CA or client certificate needs TLS (rediss:// or rediss-sentinel://): %w", ratewarden.ErrInvalidConfig)
+	}
+	tc := copt.TLSConfig
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return fmt.Errorf("backend: redis CA: %v: %w", err, ratewarden.ErrInvalidConfig)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("backend: redis CA %s: no PEM certificate: %w", t.CAFile, ratewarden.ErrInvalidConfig)
+		}
+		tc.RootCAs = pool
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		pair, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return fmt.Errorf("backend: redis client certificate: %v: %w", err, ratewarden.ErrInvalidConfig)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	if t.SkipHostname {
+		roots := tc.RootCAs
+		tc.InsecureSkipVerify = true
+		tc.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
+			certs := make([]*x509.Certificate, len(raw))
+			for i, b := range raw {
+				c, err := x509.ParseCertificate(b)
+				if err != nil {
+					return err
+				}
+				certs[i] = c
+			}
+			if len(certs) == 0 {
+				return errors.New("backend: redis: no server certificate")
+			}
+			inter := x509.NewCertPool()
+			for _, c := range certs[1:] {
+				inter.AddCert(c)
+			}
+			_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
+			return err
+		}
+	}
+	if copt.Sentinel.TLSConfig != nil {
+		copt.Sentinel.TLSConfig = tc.Clone()
+	}
+	return nil
+}
 
 // WithLogger sets the logger of the breakers.
 func WithLogger(l *slog.Logger) Option { return func(o *redisOptions) { o.logger = l } }
@@ -120,6 +202,9 @@ func NewRedis(url string, opts ...Option) (*Redis, error) {
 	copt, err := redisstore.ParseURL(url) // its errors never hold the password
 	if err != nil {
 		return nil, fmt.Errorf("backend: redis %s: %w", redisstore.RedactURL(url), err)
+	}
+	if err := applyTLS(&copt, o.tls); err != nil {
+		return nil, err
 	}
 	client, err := rueidis.NewClient(copt)
 	if err != nil {
