@@ -323,9 +323,10 @@ func readState(t *testing.T, c rueidis.Client, rk string) (v string, at int64, o
 // decodeWindow reads a window's state of key format 2 (lua/state.lua) as
 // algo keeps it, from the key's value v and expiry at (ms), independently
 // of the script's loader. Compact forms: a fixed window's count, a sliding
-// window's counts as prev*10^8+curr (both below 9*10^7, and only then) or
-// "curr prev", the window start from the expiry. Long forms (Redis 6.2):
-// "start count", "start curr prev".
+// window's counts as prev*100+curr (both below 100, and only then),
+// 10^4+prev*10^8+curr (both below 9*10^7, and only then) or "curr prev",
+// the window start from the expiry. Long forms (Redis 6.2): "start count",
+// "start curr prev".
 func decodeWindow(alg ratewarden.Algorithm, v string, at, period int64) (algo.Window, error) {
 	var w algo.Window
 	f, err := parseInts(v)
@@ -338,14 +339,17 @@ func decodeWindow(alg ratewarden.Algorithm, v string, at, period int64) (algo.Wi
 		return algo.Window{Start: f[0], Curr: f[1]}, nil
 	case alg == ratewarden.FixedWindow:
 		return w, fmt.Errorf("fixed window state %q: want a count or \"start count\"", v)
-	case len(f) == 1 && f[0]%1e8 < 9e7:
-		return algo.Window{Start: at*1000 - 2*period, Curr: f[0] % 1e8, Prev: f[0] / 1e8}, nil
+	case len(f) == 1 && f[0] < 1e4:
+		return algo.Window{Start: at*1000 - 2*period, Curr: f[0] % 100, Prev: f[0] / 100}, nil
+	case len(f) == 1 && (f[0]-1e4)%1e8 < 9e7 && ((f[0]-1e4)%1e8 >= 100 || (f[0]-1e4)/1e8 >= 100):
+		x := f[0] - 1e4
+		return algo.Window{Start: at*1000 - 2*period, Curr: x % 1e8, Prev: x / 1e8}, nil
 	case len(f) == 2 && (f[0] >= 9e7 || f[1] >= 9e7):
 		return algo.Window{Start: at*1000 - 2*period, Curr: f[0], Prev: f[1]}, nil
 	case len(f) == 3:
 		return algo.Window{Start: f[0], Curr: f[1], Prev: f[2]}, nil
 	}
-	return w, fmt.Errorf("sliding window state %q: want prev*10^8+curr, \"curr prev\" with a count of 9*10^7 or more, or \"start curr prev\"", v)
+	return w, fmt.Errorf("sliding window state %q: want prev*100+curr, 10^4+prev*10^8+curr, \"curr prev\" with a count of 9*10^7 or more, or \"start curr prev\"", v)
 }
 
 // decodeBucket reads a token bucket's state of key format 2: F*1000+d,

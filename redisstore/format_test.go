@@ -24,7 +24,7 @@ func TestStateIsCompact(t *testing.T) {
 		{ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 100, Period: time.Minute}, func(v string) bool { return v == "3" }},
 		{ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 100, Period: time.Hour}, func(v string) bool {
 			n, err := strconv.ParseInt(v, 10, 64)
-			return err == nil && n%100_000_000 == 3 // a previous window's count may come along
+			return err == nil && n < 10_000 && n%100 == 3 // prev*100 + curr: a previous window's count may come along
 		}},
 		{ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 100, Period: time.Minute}, func(v string) bool {
 			n, err := strconv.ParseInt(v, 10, 64)
@@ -50,8 +50,9 @@ func TestStateIsCompact(t *testing.T) {
 }
 
 // TestSlidingWindowForms: a sliding window packs its counts as
-// prev*10^8+curr while both are below 9*10^7, and writes "curr prev" from
-// there; both read back to the same decisions.
+// prev*100+curr while both are below 100, as 10^4+prev*10^8+curr while
+// both are below 9*10^7, and writes "curr prev" from there; every form
+// reads back to the same decisions.
 func TestSlidingWindowForms(t *testing.T) {
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
@@ -75,12 +76,16 @@ func TestSlidingWindowForms(t *testing.T) {
 			t.Fatalf("after cost %d: PEXPIRETIME %s, want %d", cost, got, expire/1000)
 		}
 	}
-	check(ws+5, 89_999_999, "89999999", ws+2*P)
-	check(ws+6, 1, "90000000 0", ws+2*P)
-	check(ws+P+1, 7, "7 90000000", ws+3*P)
-	check(ws+2*P+1, 2, "700000002", ws+4*P)
+	check(ws+1, 99, "99", ws+2*P)
+	check(ws+2, 1, "10100", ws+2*P) // curr 100
+	check(ws+P+1, 7, "10000010007", ws+3*P)
+	check(ws+2*P+1, 2, "702", ws+4*P)
+	check(ws+3*P+1, 89_999_999, "290009999", ws+5*P)
+	check(ws+3*P+2, 1, "90000000 2", ws+5*P)
+	check(ws+4*P+1, 7, "7 90000000", ws+6*P)
+	check(ws+5*P+1, 2, "702", ws+7*P)
 	// The weighted previous count still counts after the round trip.
-	ev.now = ws + 2*P + P/2
+	ev.now = ws + 5*P + P/2
 	if _, err := s.check(bg, &ratewarden.Request{Key: "w", Limits: []ratewarden.Limit{lim}, Peek: true}, res); err != nil {
 		t.Fatal(err)
 	}

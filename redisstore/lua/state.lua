@@ -7,9 +7,11 @@
 --   fixed_window: the count of the current window, an integer. The window
 --       is the one that ends at the key's expiry (start = expiry - P).
 --   sliding_window: the counts of the current window and of the one before
---       it, as one integer prev * 10^8 + curr while both are below 9 * 10^7
---       (so below 2^53), otherwise the string "curr prev". The current
---       window is the one that starts two periods before the expiry.
+--       it, as one integer: prev * 100 + curr while both are below 100 (so
+--       below 10^4), else 10^4 + prev * 10^8 + curr while both are below
+--       9 * 10^7 (so below 2^53), otherwise the string "curr prev". The
+--       current window is the one that starts two periods before the
+--       expiry.
 --   token_bucket: one integer F * 1000 + d. The bucket's theoretical
 --       arrival time (TAT) is T + F/rate µs with 0 <= F < rate; the key
 --       expires at E, the instant T (T + 1 when F > 0) rounded up to the
@@ -102,7 +104,10 @@ local function save_fixed(key, count, ws, P, keep)
   end
 end
 
-local PACK, PACKMAX = 100000000, 90000000 -- 10^8, 9 * 10^7
+-- The sliding window's two counts in one integer: prev * 100 + curr below
+-- 10^4 (both below 100: an integer Redis shares), else 10^4 + prev * 10^8 +
+-- curr (both below 9 * 10^7: below 2^53).
+local SMALL, PACK, PACKMAX = 10000, 100000000, 90000000
 
 local function load_sliding(st, key, P)
   local v = call('GET', key)
@@ -113,8 +118,14 @@ local function load_sliding(st, key, P)
   local c, p
   if match(v, '^%d+$') then
     local x = tonumber(v)
-    c = fmod(x, PACK)
-    p = (x - c) / PACK
+    if x < SMALL then
+      c = fmod(x, 100)
+      p = (x - c) / 100
+    else
+      x = x - SMALL
+      c = fmod(x, PACK)
+      p = (x - c) / PACK
+    end
   else
     local a, b, d = match(v, '^(%d+) (%d+) (%d+)$')
     if a then
@@ -134,8 +145,10 @@ local function save_sliding(key, curr, prev, ws, P)
   local v
   if not COMPACT then
     v = int(ws) .. ' ' .. int(curr) .. ' ' .. int(prev)
+  elseif curr < 100 and prev < 100 then
+    v = int(prev * 100 + curr)
   elseif curr < PACKMAX and prev < PACKMAX then
-    v = int(prev * PACK + curr)
+    v = int(SMALL + prev * PACK + curr)
   else
     v = int(curr) .. ' ' .. int(prev)
   end
