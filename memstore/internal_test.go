@@ -1,9 +1,11 @@
 package memstore
 
 import (
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/ratewarden/ratewarden"
 )
@@ -79,7 +81,7 @@ func TestCollidingKeysKeepSeparateStates(t *testing.T) {
 	left := map[string]bool{"a": true, "b": true, "c": true}
 	for _, k := range []string{"b", "c", "a"} {
 		e := sh.find(hash, k, sc)
-		if e == nil || e.key != k {
+		if e == nil || !e.hasKey(k) {
 			t.Fatalf("find %s: %v", k, e)
 		}
 		sh.remove(hash, e)
@@ -183,4 +185,34 @@ func TestClockInBubble(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEntryKeys: a state holds its own copy of its key, in the entry up to
+// shortKey bytes and apart beyond, and matches that key only; an entry is
+// 128 bytes on 64-bit platforms (part of the "about 200 bytes" a state
+// costs, in the package doc).
+func TestEntryKeys(t *testing.T) {
+	if n := unsafe.Sizeof(entry{}); n != 128 && unsafe.Sizeof(uintptr(0)) == 8 {
+		t.Errorf("entry is %d bytes on a 64-bit platform, want 128", n)
+	}
+	for _, n := range []int{1, shortKey - 1, shortKey, shortKey + 1, 1000} {
+		big := strings.Repeat("k", n) + "-and-more"
+		key := big[:n] // shares big's bytes
+		var e entry
+		e.setKey(key)
+		if !e.hasKey(key) || !e.hasKey(strings.Clone(key)) {
+			t.Errorf("%d-byte key: not matched by itself", n)
+		}
+		for _, other := range []string{key[:n-1], key + "k", "x" + key[1:], big} {
+			if other != key && e.hasKey(other) {
+				t.Errorf("%d-byte key: matches the %d-byte %q", n, len(other), other)
+			}
+		}
+		if e.long != "" && unsafe.StringData(e.long) == unsafe.StringData(big) {
+			t.Errorf("%d-byte key: kept the caller's bytes, not a copy", n)
+		}
+		if inline := e.n > 0; inline != (n <= shortKey) {
+			t.Errorf("%d-byte key: inline %v, want %v", n, inline, n <= shortKey)
+		}
+	}
 }

@@ -92,22 +92,54 @@ type scope struct {
 	period time.Duration
 }
 
+// shortKey is the longest key an entry holds in itself; a longer key is
+// a separate copy. Inline, a lookup reads the key it compares from the
+// entry's own memory, and an insert makes one allocation.
+const shortKey = 24
+
 // entry is one state, with the name it is stored under: the store's own
-// copy of the key (see insert) and the scope.
+// copy of the key (see setKey) and the scope. It is 128 bytes.
 type entry struct {
-	key   string
+	long  string         // the key, when longer than shortKey bytes
+	short [shortKey]byte // the key, when it fits: its first n bytes
+	n     uint8
 	scope scope
 	next  *entry // another state with the same stateHash (rare)
 	state
 	expireAt int64 // µs; the state is equivalent to none from then on
 }
 
-// state is what an algorithm keeps; which field is used depends on it.
+// setKey stores a copy of key in e. The copy matters: the caller's string
+// may share its bytes with something much larger (a request body the key
+// was sliced from), which the store would otherwise keep alive.
+func (e *entry) setKey(key string) {
+	if len(key) <= shortKey {
+		e.n = uint8(copy(e.short[:], key))
+		return
+	}
+	e.long = strings.Clone(key)
+}
+
+// hasKey reports whether e is a state of key.
+func (e *entry) hasKey(key string) bool {
+	if e.n > 0 {
+		return string(e.short[:e.n]) == key // compares in place, no copy
+	}
+	return e.long == key
+}
+
+// state is what an algorithm keeps: w for FixedWindow and SlidingWindow
+// (an algo.Window) and TokenBucket (an algo.Bucket: a scope has one
+// algorithm, so the two never share a state), log for SlidingLog.
 type state struct {
-	win algo.Window
-	tat algo.Bucket
+	w   [3]int64
 	log algo.Log
 }
+
+func (s *state) window() algo.Window     { return algo.Window{Start: s.w[0], Curr: s.w[1], Prev: s.w[2]} }
+func (s *state) setWindow(w algo.Window) { s.w = [3]int64{w.Start, w.Curr, w.Prev} }
+func (s *state) bucket() algo.Bucket     { return algo.Bucket{T: s.w[0], F: s.w[1]} }
+func (s *state) setBucket(b algo.Bucket) { s.w = [3]int64{b.T, b.F, 0} }
 
 // stateHash is the map key of key's state under sc, from h, the hash of key
 // (which also chose the shard). Distinct scopes of one key get distinct
@@ -357,7 +389,7 @@ func (s *Store) Close() error {
 // holds sh.mu.
 func (sh *shard) find(hash uint64, key string, sc scope) *entry {
 	for e := sh.m[hash]; e != nil; e = e.next {
-		if e.scope == sc && e.key == key {
+		if e.scope == sc && e.hasKey(key) {
 			return e
 		}
 	}
@@ -406,11 +438,17 @@ func (sh *shard) decide(r *ratewarden.Result, e *entry, hash uint64, key string,
 	var o algo.Outcome
 	switch lim.Algorithm {
 	case ratewarden.FixedWindow:
-		cur.win, o = algo.FixedWindow(cur.win, now, p, cost, consume)
+		var w algo.Window
+		w, o = algo.FixedWindow(cur.window(), now, p, cost, consume)
+		cur.setWindow(w)
 	case ratewarden.SlidingWindow:
-		cur.win, o = algo.SlidingWindow(cur.win, now, p, cost, consume)
+		var w algo.Window
+		w, o = algo.SlidingWindow(cur.window(), now, p, cost, consume)
+		cur.setWindow(w)
 	case ratewarden.TokenBucket:
-		cur.tat, o = algo.TokenBucket(cur.tat, now, p, cost, consume)
+		var b algo.Bucket
+		b, o = algo.TokenBucket(cur.bucket(), now, p, cost, consume)
+		cur.setBucket(b)
 	default: // SlidingLog; Validate rejected anything else
 		cur.log, o = algo.SlidingLog(cur.log, now, p, cost, consume)
 	}
@@ -438,9 +476,7 @@ func (sh *shard) decide(r *ratewarden.Result, e *entry, hash uint64, key string,
 
 // insert adds a new, empty state for key under sc at hash, first sweeping
 // a few states for expiry and, when the shard is full, evicting one. The
-// state keeps a copy of key: the caller's string may share its bytes with
-// something much larger (a request body the key was sliced from), which
-// the store would otherwise keep alive. The caller holds sh.mu.
+// state keeps its own copy of key (setKey). The caller holds sh.mu.
 func (sh *shard) insert(hash uint64, key string, sc scope, now int64) *entry {
 	seen := 0
 	for hh, e := range sh.m { // map iteration starts at a random place
@@ -453,7 +489,8 @@ func (sh *shard) insert(hash uint64, key string, sc scope, now int64) *entry {
 	if sh.n >= sh.cap {
 		sh.evict(key, now)
 	}
-	e := &entry{key: strings.Clone(key), scope: sc, next: sh.m[hash]}
+	e := &entry{scope: sc, next: sh.m[hash]}
+	e.setKey(key)
 	sh.m[hash] = e
 	sh.n++
 	return e
@@ -493,7 +530,7 @@ func (sh *shard) evict(key string, now int64) {
 			continue
 		}
 		for e := head; e != nil; e = e.next {
-			if e.key != key && (victim == nil || e.expireAt < victim.expireAt) {
+			if !e.hasKey(key) && (victim == nil || e.expireAt < victim.expireAt) {
 				victim, victimHash = e, hh
 			}
 		}
