@@ -3,9 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -18,7 +15,6 @@ import (
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
@@ -242,8 +238,3 @@ func TestPeerEnvServesAsFlags(t *testing.T) {
 		t.Errorf("%d answers over the limit, want 2 (4th user hit, 3rd login)", overs)
 	}
 }
-
-var _ = tls.VersionTLS12
-var _ = credentials.NewTLS
-var _ = json.Marshal
-var _ = fmt.Sprint
