@@ -3,7 +3,6 @@ package lease
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -86,17 +85,34 @@ func check(tb testing.TB, st ratewarden.Store, key string, cost int64, peek bool
 	return res
 }
 
-// windowCount reads a fixed window's count from Redis ("start count 0").
+// windowCount reads a fixed window's count from Redis (key format 2: the
+// count itself, an integer; see docs/redis.md).
 func windowCount(tb testing.TB, srv *testredis.Server, key string) int64 {
 	tb.Helper()
 	v := do(tb, srv, "GET", key)
-	f := strings.Fields(v)
-	if len(f) != 3 || f[2] != "0" {
-		tb.Fatalf("window state %q, want \"start count 0\"", v)
-	}
-	n, err := strconv.ParseInt(f[1], 10, 64)
+	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("window state %q, want a count", v)
 	}
 	return n
+}
+
+// bucketTAT reads a token bucket's TAT (µs, rounded down) from Redis (key
+// format 2: F*1000+d, the TAT d µs before the key's expiry, 1 µs more
+// before it when F > 0; see docs/redis.md).
+func bucketTAT(tb testing.TB, srv *testredis.Server, key string) int64 {
+	tb.Helper()
+	v, err := strconv.ParseInt(do(tb, srv, "GET", key), 10, 64)
+	if err != nil {
+		tb.Fatalf("token bucket state: %v", err)
+	}
+	at, err := strconv.ParseInt(do(tb, srv, "PEXPIRETIME", key), 10, 64)
+	if err != nil || at < 0 {
+		tb.Fatalf("token bucket expiry %d: %v", at, err)
+	}
+	tat := at*1000 - v%1000
+	if v/1000 > 0 {
+		tat--
+	}
+	return tat
 }

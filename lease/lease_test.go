@@ -261,7 +261,7 @@ func leaseUnitsExpire(t *testing.T, srv *testredis.Server, plain *redisstore.Sto
 	}
 	// The lease moved the TAT by 3 units ahead of the first check's
 	// instant, which was at most elapsed ago.
-	tat, _ := strconv.ParseInt(do(t, srv, "GET", plain.Key(key, lim)), 10, 64)
+	tat := bucketTAT(t, srv, plain.Key(key, lim))
 	ahead := time.Duration(tat-redisTime(t, srv)) * time.Microsecond
 	elapsed := time.Since(start)
 	if elapsed >= unit {
