@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,6 +46,45 @@ func BenchmarkCheck(b *testing.B) {
 				for pb.Next() {
 					i++
 					if _, err := l.Allow(bg, keys[i%uint64(len(keys))], tc.lim); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkReplicaAck measures what WithReplicaAck(1, ...) costs: the same
+// parallel checks on a primary with one replica, without and with WAIT.
+func BenchmarkReplicaAck(b *testing.B) {
+	primary := testredis.Start(b)
+	testredis.Start(b, "--replicaof", "127.0.0.1", primary.Addr[strings.LastIndex(primary.Addr, ":")+1:])
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"no_ack", nil},
+		{"ack_1", []Option{WithReplicaAck(1, time.Second)}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			l := limiter(b, openStore(b, primary.Addr, tc.opts...))
+			lim := ratewarden.PerSecond(ratewarden.MaxRate)
+			testredis.WaitFor(b, 30*time.Second, func() string { // the replica acknowledging
+				if _, err := l.Allow(bg, "warm", lim); err != nil {
+					return err.Error()
+				}
+				return ""
+			})
+			var next atomic.Uint64
+			b.SetParallelism(16)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := next.Add(1) * 7919
+				for pb.Next() {
+					i++
+					if _, err := l.Allow(bg, "bench:"+strconv.FormatUint(i%1024, 10), lim); err != nil {
 						b.Error(err)
 						return
 					}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,14 @@ type rueidisEval struct {
 	sha    string
 	chans  sync.Pool    // chan rueidis.RedisResult, capacity 1, empty
 	calm   atomic.Int64 // commands in a row without a connection error, up to calmAfter
+	ack    *replicaAck  // WithReplicaAck; nil: no WAIT
+}
+
+// replicaAck is WAIT's arguments: the replicas that must have a call's
+// writes, and how long to wait for them.
+type replicaAck struct {
+	replicas int64
+	timeout  time.Duration
 }
 
 // calmAfter is how many commands in a row must go through without a
@@ -71,8 +80,13 @@ func (cancelOnly) Deadline() (time.Time, bool) { return time.Time{}, false }
 // runs on a goroutine of its own that the caller leaves when ctx ends; the
 // goroutine ends when rueidis returns, and its result is dropped.
 func (e *rueidisEval) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	return e.send(ctx, func(ctx context.Context) rueidis.RedisResult { return e.c.Do(ctx, cmd) })
+}
+
+// send runs fn, one round trip on the client, as do describes.
+func (e *rueidisEval) send(ctx context.Context, fn func(context.Context) rueidis.RedisResult) rueidis.RedisResult {
 	if e.calm.Load() >= calmAfter {
-		res := e.c.Do(cancelOnly{ctx}, cmd)
+		res := fn(cancelOnly{ctx})
 		e.note(res)
 		return res
 	}
@@ -81,7 +95,7 @@ func (e *rueidisEval) do(ctx context.Context, cmd rueidis.Completed) rueidis.Red
 		ch = make(chan rueidis.RedisResult, 1)
 	}
 	go func() {
-		res := e.c.Do(cancelOnly{ctx}, cmd)
+		res := fn(cancelOnly{ctx})
 		e.note(res)
 		ch <- res
 	}()
@@ -92,6 +106,32 @@ func (e *rueidisEval) do(ctx context.Context, cmd rueidis.Completed) rueidis.Red
 	case <-ctx.Done():
 		return rueidis.NewErrorResult(ctx.Err()) // ch stays with the goroutine
 	}
+}
+
+// doAcked sends cmd and then WAIT on the same connection in one round
+// trip (a WAIT covers the writes made on its own connection), and returns
+// cmd's result, or an error when fewer replicas than e.ack asks for have
+// its writes. In a Cluster, rueidis sends a keyless command of a
+// DoMulti to the node of the others.
+func (e *rueidisEval) doAcked(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	wait := e.c.B().Wait().Numreplicas(e.ack.replicas).Timeout(e.ack.timeout.Milliseconds()).Build().ToPipe()
+	var acked rueidis.RedisResult
+	res := e.send(ctx, func(ctx context.Context) rueidis.RedisResult {
+		rs := e.c.DoMulti(ctx, cmd, wait)
+		acked = rs[1]
+		return rs[0]
+	})
+	if res.Error() != nil {
+		return res
+	}
+	n, err := acked.AsInt64()
+	if err != nil {
+		return rueidis.NewErrorResult(fmt.Errorf("WAIT: %w", err))
+	}
+	if n < e.ack.replicas {
+		return rueidis.NewErrorResult(fmt.Errorf("WAIT: %d of %d replicas had the write within %v (it stays on the primary)", n, e.ack.replicas, e.ack.timeout))
+	}
+	return res
 }
 
 // note counts res toward calm, or ends the calm on a connection error (an
@@ -106,9 +146,13 @@ func (e *rueidisEval) note(res rueidis.RedisResult) {
 
 func (e *rueidisEval) eval(ctx context.Context, keys, args []string, dst []int64) ([]int64, error) {
 	n := int64(len(keys))
-	res := e.do(ctx, e.c.B().Evalsha().Sha1(e.sha).Numkeys(n).Key(keys...).Arg(args...).Build().ToPipe())
+	do := e.do
+	if e.ack != nil {
+		do = e.doAcked
+	}
+	res := do(ctx, e.c.B().Evalsha().Sha1(e.sha).Numkeys(n).Key(keys...).Arg(args...).Build().ToPipe())
 	if err := res.Error(); err != nil && isNoScript(err) {
-		res = e.do(ctx, e.c.B().Eval().Script(e.script).Numkeys(n).Key(keys...).Arg(args...).Build().ToPipe())
+		res = do(ctx, e.c.B().Eval().Script(e.script).Numkeys(n).Key(keys...).Arg(args...).Build().ToPipe())
 	}
 	msgs, err := res.ToArray()
 	if err != nil {

@@ -7,11 +7,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/internal/testredis"
+	"github.com/redis/go-redis/v9"
 )
 
 // freeze stops srv's process until the test ends (or thaw is called).
@@ -191,4 +193,100 @@ func check(s *Store, key string, lim ratewarden.Limit, n int64, ctx ...context.C
 	res := make([]ratewarden.Result, 1)
 	err := s.Check(c, &ratewarden.Request{Key: key, Limits: []ratewarden.Limit{lim}, Cost: n}, res)
 	return res[0], err
+}
+
+// failoverLoss runs 32 callers on 64 keys of a primary with one replica,
+// cuts the replication link (a proxy between them black-holes it) while
+// the callers go on, SIGKILLs the primary, promotes the replica, and
+// returns how many admissions the callers were told of that the promoted
+// replica does not hold, and how many there were.
+func failoverLoss(t *testing.T, opts ...Option) (lost, acked int64) {
+	t.Helper()
+	primary := testredis.Start(t)
+	link := testredis.NewProxy(t, primary.Addr)
+	replica := testredis.Start(t, "--replicaof", "127.0.0.1", link.Addr[strings.LastIndex(link.Addr, ":")+1:])
+	testredis.WaitFor(t, 30*time.Second, func() string {
+		if info, err := primary.Do("INFO", "replication"); err != nil || !strings.Contains(info, "state=online") {
+			return fmt.Sprintf("replica not online: %v", err)
+		}
+		return ""
+	})
+	s := openStore(t, primary.Addr, opts...)
+	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: ratewarden.MaxRate, Period: 24 * time.Hour}
+	testredis.WaitFor(t, 30*time.Second, func() string { // the script loaded, the replica acknowledging
+		if _, err := check(s, "warm", lim, 1); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	const keys = 64
+	var counts [keys]atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for w := range 32 {
+		wg.Go(func() {
+			for i := w; !stop.Load(); i++ {
+				k := i % keys
+				ctx, cancel := context.WithTimeout(bg, 2*time.Second)
+				r, err := check(s, fmt.Sprintf("acked:%d", k), lim, 1, ctx)
+				cancel()
+				if err == nil && r.Allowed {
+					counts[k].Add(1)
+				}
+			}
+		})
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := link.Blackhole(); err != nil { // the replica stops receiving
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	primary.Kill()
+	stop.Store(true)
+	wg.Wait()
+	if _, err := replica.Do("REPLICAOF", "NO", "ONE"); err != nil {
+		t.Fatal(err)
+	}
+	promoted := openStore(t, replica.Addr)
+	for k := range keys {
+		r, err := check(promoted, fmt.Sprintf("acked:%d", k), lim, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, told := lim.Rate-r.Remaining, counts[k].Load()
+		acked += told
+		lost += max(0, told-held)
+	}
+	return lost, acked
+}
+
+// With WithReplicaAck(1, ...), an admission the caller was told of survives
+// the primary's SIGKILL on the promoted replica: none lost in 5 failovers.
+// Without it, the replica may lack the last admissions (logged).
+func TestReplicaAckSurvivesFailover(t *testing.T) {
+	lost, acked := failoverLoss(t)
+	t.Logf("without WithReplicaAck: %d of %d acknowledged admissions missing on the promoted replica", lost, acked)
+	if lost == 0 {
+		t.Errorf("without WithReplicaAck no admission was lost: the cut link did not take")
+	}
+	var total int64
+	for run := range 5 {
+		lost, acked := failoverLoss(t, WithReplicaAck(1, time.Second))
+		t.Logf("with WithReplicaAck(1, 1s), failover %d: %d of %d acknowledged admissions missing", run+1, lost, acked)
+		if acked == 0 {
+			t.Fatalf("failover %d: no admission acknowledged", run+1)
+		}
+		total += lost
+	}
+	if total != 0 {
+		t.Errorf("%d acknowledged admissions lost in 5 failovers with WithReplicaAck", total)
+	}
+	if _, err := New(newClient(t, testredis.Start(t).Addr), WithReplicaAck(1, 0)); !errors.Is(err, ratewarden.ErrInvalidConfig) {
+		t.Errorf("WithReplicaAck(1, 0): %v", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	if _, err := NewGoRedis(c, WithReplicaAck(1, time.Second)); !errors.Is(err, ratewarden.ErrInvalidConfig) {
+		t.Errorf("WithReplicaAck on go-redis: %v", err)
+	}
 }

@@ -167,7 +167,9 @@ type rescripter interface {
 }
 
 func (e *rueidisEval) rescript(body string) evaluator {
-	return newRueidisEval(e.c, clockLua+body)
+	r := newRueidisEval(e.c, clockLua+body)
+	r.ack = e.ack
+	return r
 }
 
 func (e *goRedisEval) rescript(body string) evaluator {

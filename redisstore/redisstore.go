@@ -39,6 +39,7 @@ type Store struct {
 type Option func(*config)
 
 type config struct {
+	ack        replicaAck
 	timeout    time.Duration
 	prefix     string
 	batching   bool
@@ -65,6 +66,21 @@ const DefaultTimeout = time.Second
 // ends in any case, with the context's error.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) { c.timeout = d }
+}
+
+// WithReplicaAck makes every script call wait until at least replicas
+// replicas of the primary have its writes, for up to timeout (Redis WAIT,
+// sent on the same connection right after the script, in the same round
+// trip). A check is then answered only once its consumption would survive
+// the primary's loss and a failover to one of those replicas; when fewer
+// replicas confirm within timeout, Check fails with an error wrapping
+// ratewarden.ErrStoreUnavailable (the units stay counted on the primary),
+// and a failure policy answers. It costs a replication round trip per
+// script call; docs/redis.md has the measured price and loss. It needs a
+// rueidis client (New): replicas must be >= 1 and timeout >= 1ms, and
+// replicas 0 turns it off (the default).
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return func(c *config) { c.ack = replicaAck{replicas: int64(replicas), timeout: timeout} }
 }
 
 // WithBatching turns micro-batching on (the default) or off. With it on,
@@ -142,6 +158,16 @@ func newStore(ev evaluator, sharded bool, opts []Option) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: batch lanes must be at least 1, got %d: %w", c.batchLanes, ratewarden.ErrInvalidConfig)
 	case c.timeout <= 0:
 		return nil, fmt.Errorf("redisstore: timeout must be > 0, got %v: %w", c.timeout, ratewarden.ErrInvalidConfig)
+	case c.ack.replicas < 0 || c.ack.replicas > 0 && c.ack.timeout < time.Millisecond:
+		return nil, fmt.Errorf("redisstore: replica ack needs replicas >= 0 and a timeout >= 1ms, got %d and %v: %w", c.ack.replicas, c.ack.timeout, ratewarden.ErrInvalidConfig)
+	}
+	if c.ack.replicas > 0 {
+		r, ok := ev.(*rueidisEval)
+		if !ok {
+			return nil, fmt.Errorf("redisstore: WithReplicaAck needs a rueidis client (New): %w", ratewarden.ErrInvalidConfig)
+		}
+		ack := c.ack
+		r.ack = &ack
 	}
 	s := &Store{ev: ev, prefix: c.prefix, timeout: c.timeout}
 	s.calls.New = func() any { return &call{callState: callState{done: make(chan struct{}, 1)}} }
