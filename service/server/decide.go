@@ -41,7 +41,7 @@ func (s *Server) limiter(fp config.FailurePolicy) (*ratewarden.Limiter, error) {
 		// failure (503 / UNAVAILABLE), not the caller's input.
 		return nil, fmt.Errorf("server: store for %s: %v: %w", fp, err, ratewarden.ErrStoreUnavailable)
 	}
-	l, err := ratewarden.New(newMeteredStore(st, fp, s.m))
+	l, err := ratewarden.New(newMeteredStore(st, fp, s.m, s.tracer))
 	if err != nil {
 		return nil, fmt.Errorf("server: limiter for %s: %v: %w", fp, err, ratewarden.ErrStoreUnavailable)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/service/config"
@@ -109,12 +110,14 @@ var opNames = [numOps]string{"check", "peek", "reset"}
 // store failure (ratewarden.Classify).
 type meteredStore struct {
 	ratewarden.Store
-	dur  [numOps]prometheus.Observer
-	errs [numOps]prometheus.Counter
+	dur    [numOps]prometheus.Observer
+	errs   [numOps]prometheus.Counter
+	fp     string
+	tracer trace.Tracer // nil: no spans
 }
 
-func newMeteredStore(st ratewarden.Store, fp config.FailurePolicy, m *metrics) *meteredStore {
-	ms := &meteredStore{Store: st}
+func newMeteredStore(st ratewarden.Store, fp config.FailurePolicy, m *metrics, tr trace.Tracer) *meteredStore {
+	ms := &meteredStore{Store: st, fp: string(fp), tracer: tr}
 	for op, name := range opNames {
 		ms.dur[op] = m.storeDur.WithLabelValues(name, string(fp))
 		ms.errs[op] = m.storeErrs.WithLabelValues(name, string(fp))
@@ -127,16 +130,20 @@ func (s *meteredStore) Check(ctx context.Context, req *ratewarden.Request, res [
 	if req.Peek {
 		op = opPeek
 	}
+	tctx, end := s.traceStore(ctx, op, len(req.Limits))
 	start := time.Now()
-	err := s.Store.Check(ctx, req, res)
+	err := s.Store.Check(tctx, req, res)
 	s.observe(ctx, op, start, err)
+	end(res, err)
 	return err
 }
 
 func (s *meteredStore) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
+	tctx, end := s.traceStore(ctx, opReset, len(limits))
 	start := time.Now()
-	err := s.Store.Reset(ctx, key, limits...)
+	err := s.Store.Reset(tctx, key, limits...)
 	s.observe(ctx, opReset, start, err)
+	end(nil, err)
 	return err
 }
 

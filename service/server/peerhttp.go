@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -27,7 +28,11 @@ func (s *Server) handleJSON(w http.ResponseWriter, r *http.Request) {
 		textStatus(w, http.StatusBadRequest)
 		return
 	}
-	resp, err := (&rls{s: s}).ShouldRateLimit(r.Context(), &req)
+	ctx := r.Context()
+	if s.tracer != nil {
+		ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	}
+	resp, err := (&rls{s: s}).ShouldRateLimit(ctx, &req)
 	if err != nil {
 		s.log.Debug("/json: refused", "err", err)
 		textStatus(w, http.StatusBadRequest)

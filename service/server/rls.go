@@ -95,6 +95,11 @@ func invalid(format string, args ...any) error {
 // the whole request, resolves each descriptor to what it counts, decides
 // them together and renders the answer.
 func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	return g.s.traceRLS(ctx, req, func(ctx context.Context) (*rlspb.RateLimitResponse, error) { return g.decide(ctx, req) })
+}
+
+// decide is ShouldRateLimit without its span.
+func (g *rls) decide(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
 	// Validate everything before any store call: bad input consumes nothing.
 	entries, hits, err := validateRLS(req, g.s.maxKey)
 	if err != nil {

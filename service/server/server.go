@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/encoding"
@@ -89,6 +90,7 @@ type Server struct {
 	nearRatio      float64
 	grpcTLS        *tls.Config
 	httpTLS        *tls.Config
+	tracer         trace.Tracer // nil: no tracing
 	reg            *prometheus.Registry
 	m              *metrics
 	limiters       sync.Map // config.FailurePolicy -> *ratewarden.Limiter
@@ -143,6 +145,7 @@ type options struct {
 	nearRatio      float64
 	grpcTLS        *tls.Config
 	httpTLS        *tls.Config
+	tracer         trace.TracerProvider
 }
 
 // WithConfig sets a configuration that is already loaded (no reload).
@@ -289,6 +292,9 @@ func New(backend Backend, opts ...Option) (*Server, error) {
 		reg:            prometheus.NewRegistry(),
 		health:         health.NewServer(),
 		stop:           make(chan struct{}),
+	}
+	if o.tracer != nil {
+		s.tracer = o.tracer.Tracer(tracerName)
 	}
 	s.m = newMetrics(s.reg, backend)
 	if o.pathsGiven {

@@ -58,7 +58,6 @@ var peerIgnored = map[string]string{
 	"XDS_CLIENT_BACKOFF_RANDOM_FACTOR":        "each wait is drawn between half and all of the backoff",
 	"XDS_CLIENT_BACKOFF_JITTER":               "the backoff always has jitter",
 	"GLOBAL_SHADOW_MODE":                      "not a variable of envoyproxy/ratelimit (its global shadow mode is SHADOW_MODE, which is read)",
-	"TRACING_ENABLED":                         "tracing is not built yet",
 }
 
 // peerRefused are values of the peer's variables ratewarden cannot

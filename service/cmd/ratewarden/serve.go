@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/ratewarden/ratewarden/redisstore"
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
@@ -96,6 +98,8 @@ type serveFlags struct {
 	configType, xdsServer, xdsNode, nearRatio                        *string
 	tlsCert, tlsKey, tlsClientCA, tlsServers                         *string
 	redisCA, redisCert, redisKey                                     *string
+	tracingOn, tracingEndpoint, tracingProtocol, tracingSampling     *string
+	tracingName                                                      *string
 	getenv                                                           func(string) string
 }
 
@@ -103,39 +107,44 @@ type serveFlags struct {
 func newServeFlags(getenv func(string) string) (*flag.FlagSet, serveFlags) {
 	fs := newFlagSet("serve", serveHead, serveExits)
 	return fs, serveFlags{
-		httpAddr:     envFlag(fs, getenv, "http-addr", "RATEWARDEN_HTTP_ADDR", ":8080", "HTTP API, metrics and health address"),
-		grpcAddr:     envFlag(fs, getenv, "grpc-addr", "RATEWARDEN_GRPC_ADDR", ":8081", "gRPC (Envoy rate limit service, health) address"),
-		cfgPaths:     envFlag(fs, getenv, "config", "RATEWARDEN_CONFIG", "", "config files or directories, comma-separated (default: built-in, one policy)"),
-		redisURL:     envFlag(fs, getenv, "redis", "RATEWARDEN_REDIS_URL", "", "Redis URL (redis://host:6379, redis://h1:7000,h2:7001 for Cluster, redis-sentinel://s1,s2/master; see docs/operations.md); empty: in-memory, single node"),
-		token:        envFlag(fs, getenv, "api-token", "RATEWARDEN_API_TOKEN", "", "bearer token required by the /v1 HTTP API (prefer the environment variable)"),
-		failure:      envFlag(fs, getenv, "failure-policy", "RATEWARDEN_FAILURE_POLICY", string(config.LocalFallback), "failure policy of limits whose config names none: fail_open, fail_closed, local_fallback"),
-		replicas:     envFlag(fs, getenv, "replicas", "RATEWARDEN_REPLICAS", "1", "number of service replicas sharing the limits (local_fallback's share)"),
-		redisTimeout: envFlag(fs, getenv, "redis-timeout", "RATEWARDEN_REDIS_TIMEOUT", "50ms", "deadline of each Redis call before the failure policy answers"),
-		reload:       envFlag(fs, getenv, "reload-interval", "RATEWARDEN_RELOAD_INTERVAL", "1s", "how often config files are checked for changes (0: only on SIGHUP)"),
-		grace:        envFlag(fs, getenv, "shutdown-grace", "RATEWARDEN_SHUTDOWN_GRACE", "10s", "time requests in flight get to finish on SIGTERM"),
-		logLevel:     envFlag(fs, getenv, "log-level", "RATEWARDEN_LOG_LEVEL", "info", "debug, info, warn or error"),
-		logFormat:    envFlag(fs, getenv, "log-format", "RATEWARDEN_LOG_FORMAT", "text", "text or json"),
-		inline:       envBoolFlag(fs, getenv, "inline-limits", "RATEWARDEN_INLINE_LIMITS", `take inline limits ("limit" in /v1 requests), bounded by the config's inline_limits maxima; a config's inline_limits.enabled turns them on too`),
-		maxKeyBytes:  envFlag(fs, getenv, "max-key-bytes", "RATEWARDEN_MAX_KEY_BYTES", strconv.Itoa(server.DefaultMaxKeyBytes), "cap on a caller key's bytes (HTTP key, Envoy domain and descriptor entries)"),
-		adminAddr:    envFlag(fs, getenv, "admin-addr", "RATEWARDEN_ADMIN_ADDR", "", "serve /metrics and the detailed /readyz on this address instead of the HTTP address (empty: on the HTTP address)"),
-		rlsHeaders:   envFlag(fs, getenv, "rls-headers", "RATEWARDEN_RLS_HEADERS", defaultRLSHeaders(getenv), "gRPC answers' headers: ratewarden (RateLimit draft and X-RateLimit-*), envoy (envoyproxy/ratelimit's RateLimit-Limit/-Remaining/-Reset, named by $LIMIT_LIMIT_HEADER, $LIMIT_REMAINING_HEADER, $LIMIT_RESET_HEADER) or none; default envoy when $LIMIT_RESPONSE_HEADERS_ENABLED is true, none when it is false"),
-		mergeDomains: peerBoolFlag(fs, getenv, "merge-domains", "RATEWARDEN_MERGE_DOMAINS", "MERGE_DOMAIN_CONFIG", "merge config documents of the same Envoy domain instead of refusing the second"),
-		dynMeta:      peerBoolFlag(fs, getenv, "response-dynamic-metadata", "RATEWARDEN_RESPONSE_DYNAMIC_METADATA", "RESPONSE_DYNAMIC_METADATA", "add the request's domain, descriptors and quota_mode violations to gRPC answers' dynamic_metadata"),
-		shadowMode:   peerBoolFlag(fs, getenv, "shadow-mode", "RATEWARDEN_SHADOW_MODE", "SHADOW_MODE", "gRPC answers are always OK overall; statuses still say OVER_LIMIT"),
-		quotaMode:    peerBoolFlag(fs, getenv, "quota-mode", "RATEWARDEN_QUOTA_MODE", "QUOTA_MODE", "every Envoy limit in quota_mode: over the limit is OK, with no duration_until_reset"),
-		headerNames:  [3]string{getenv("LIMIT_LIMIT_HEADER"), getenv("LIMIT_REMAINING_HEADER"), getenv("LIMIT_RESET_HEADER")},
-		configType:   peerFlag(fs, getenv, "config-type", "RATEWARDEN_CONFIG_TYPE", "CONFIG_TYPE", "file", "where the config comes from: file (--config) or xds (GRPC_XDS_SOTW: Envoy domains from an xDS management server, --xds-server)"),
-		xdsServer:    peerFlag(fs, getenv, "xds-server", "RATEWARDEN_XDS_SERVER", "CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000", "xDS management server address, with --config-type xds"),
-		xdsNode:      peerFlag(fs, getenv, "xds-node-id", "RATEWARDEN_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_ID", "default", "node id announced to the xDS management server"),
-		nearRatio:    peerFlag(fs, getenv, "near-limit-ratio", "RATEWARDEN_NEAR_LIMIT_RATIO", "NEAR_LIMIT_RATIO", "0.8", "share of a limit past which allowed hits count in ratewarden_near_limit_total"),
-		tlsCert:      envFlag(fs, getenv, "tls-cert", "RATEWARDEN_TLS_CERT", "", "server certificate (PEM) for --tls-servers; reloaded when the file changes"),
-		tlsKey:       envFlag(fs, getenv, "tls-key", "RATEWARDEN_TLS_KEY", "", "server key (PEM) for --tls-cert"),
-		tlsClientCA:  envFlag(fs, getenv, "tls-client-ca", "RATEWARDEN_TLS_CLIENT_CA", "", "CA (PEM) that must have signed client certificates: mutual TLS"),
-		tlsServers:   envFlag(fs, getenv, "tls-servers", "RATEWARDEN_TLS_SERVERS", "grpc,http", "the servers --tls-cert applies to: grpc, http (the HTTP and admin addresses) or both"),
-		redisCA:      envFlag(fs, getenv, "redis-ca", "RATEWARDEN_REDIS_CA", "", "CA (PEM) for a rediss:// server's certificate (default: the system roots)"),
-		redisCert:    envFlag(fs, getenv, "redis-cert", "RATEWARDEN_REDIS_CERT", "", "client certificate (PEM) for rediss://"),
-		redisKey:     envFlag(fs, getenv, "redis-key", "RATEWARDEN_REDIS_KEY", "", "client key (PEM) for --redis-cert"),
-		getenv:       getenv,
+		httpAddr:        envFlag(fs, getenv, "http-addr", "RATEWARDEN_HTTP_ADDR", ":8080", "HTTP API, metrics and health address"),
+		grpcAddr:        envFlag(fs, getenv, "grpc-addr", "RATEWARDEN_GRPC_ADDR", ":8081", "gRPC (Envoy rate limit service, health) address"),
+		cfgPaths:        envFlag(fs, getenv, "config", "RATEWARDEN_CONFIG", "", "config files or directories, comma-separated (default: built-in, one policy)"),
+		redisURL:        envFlag(fs, getenv, "redis", "RATEWARDEN_REDIS_URL", "", "Redis URL (redis://host:6379, redis://h1:7000,h2:7001 for Cluster, redis-sentinel://s1,s2/master; see docs/operations.md); empty: in-memory, single node"),
+		token:           envFlag(fs, getenv, "api-token", "RATEWARDEN_API_TOKEN", "", "bearer token required by the /v1 HTTP API (prefer the environment variable)"),
+		failure:         envFlag(fs, getenv, "failure-policy", "RATEWARDEN_FAILURE_POLICY", string(config.LocalFallback), "failure policy of limits whose config names none: fail_open, fail_closed, local_fallback"),
+		replicas:        envFlag(fs, getenv, "replicas", "RATEWARDEN_REPLICAS", "1", "number of service replicas sharing the limits (local_fallback's share)"),
+		redisTimeout:    envFlag(fs, getenv, "redis-timeout", "RATEWARDEN_REDIS_TIMEOUT", "50ms", "deadline of each Redis call before the failure policy answers"),
+		reload:          envFlag(fs, getenv, "reload-interval", "RATEWARDEN_RELOAD_INTERVAL", "1s", "how often config files are checked for changes (0: only on SIGHUP)"),
+		grace:           envFlag(fs, getenv, "shutdown-grace", "RATEWARDEN_SHUTDOWN_GRACE", "10s", "time requests in flight get to finish on SIGTERM"),
+		logLevel:        envFlag(fs, getenv, "log-level", "RATEWARDEN_LOG_LEVEL", "info", "debug, info, warn or error"),
+		logFormat:       envFlag(fs, getenv, "log-format", "RATEWARDEN_LOG_FORMAT", "text", "text or json"),
+		inline:          envBoolFlag(fs, getenv, "inline-limits", "RATEWARDEN_INLINE_LIMITS", `take inline limits ("limit" in /v1 requests), bounded by the config's inline_limits maxima; a config's inline_limits.enabled turns them on too`),
+		maxKeyBytes:     envFlag(fs, getenv, "max-key-bytes", "RATEWARDEN_MAX_KEY_BYTES", strconv.Itoa(server.DefaultMaxKeyBytes), "cap on a caller key's bytes (HTTP key, Envoy domain and descriptor entries)"),
+		adminAddr:       envFlag(fs, getenv, "admin-addr", "RATEWARDEN_ADMIN_ADDR", "", "serve /metrics and the detailed /readyz on this address instead of the HTTP address (empty: on the HTTP address)"),
+		rlsHeaders:      envFlag(fs, getenv, "rls-headers", "RATEWARDEN_RLS_HEADERS", defaultRLSHeaders(getenv), "gRPC answers' headers: ratewarden (RateLimit draft and X-RateLimit-*), envoy (envoyproxy/ratelimit's RateLimit-Limit/-Remaining/-Reset, named by $LIMIT_LIMIT_HEADER, $LIMIT_REMAINING_HEADER, $LIMIT_RESET_HEADER) or none; default envoy when $LIMIT_RESPONSE_HEADERS_ENABLED is true, none when it is false"),
+		mergeDomains:    peerBoolFlag(fs, getenv, "merge-domains", "RATEWARDEN_MERGE_DOMAINS", "MERGE_DOMAIN_CONFIG", "merge config documents of the same Envoy domain instead of refusing the second"),
+		dynMeta:         peerBoolFlag(fs, getenv, "response-dynamic-metadata", "RATEWARDEN_RESPONSE_DYNAMIC_METADATA", "RESPONSE_DYNAMIC_METADATA", "add the request's domain, descriptors and quota_mode violations to gRPC answers' dynamic_metadata"),
+		shadowMode:      peerBoolFlag(fs, getenv, "shadow-mode", "RATEWARDEN_SHADOW_MODE", "SHADOW_MODE", "gRPC answers are always OK overall; statuses still say OVER_LIMIT"),
+		quotaMode:       peerBoolFlag(fs, getenv, "quota-mode", "RATEWARDEN_QUOTA_MODE", "QUOTA_MODE", "every Envoy limit in quota_mode: over the limit is OK, with no duration_until_reset"),
+		headerNames:     [3]string{getenv("LIMIT_LIMIT_HEADER"), getenv("LIMIT_REMAINING_HEADER"), getenv("LIMIT_RESET_HEADER")},
+		configType:      peerFlag(fs, getenv, "config-type", "RATEWARDEN_CONFIG_TYPE", "CONFIG_TYPE", "file", "where the config comes from: file (--config) or xds (GRPC_XDS_SOTW: Envoy domains from an xDS management server, --xds-server)"),
+		xdsServer:       peerFlag(fs, getenv, "xds-server", "RATEWARDEN_XDS_SERVER", "CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000", "xDS management server address, with --config-type xds"),
+		xdsNode:         peerFlag(fs, getenv, "xds-node-id", "RATEWARDEN_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_ID", "default", "node id announced to the xDS management server"),
+		nearRatio:       peerFlag(fs, getenv, "near-limit-ratio", "RATEWARDEN_NEAR_LIMIT_RATIO", "NEAR_LIMIT_RATIO", "0.8", "share of a limit past which allowed hits count in ratewarden_near_limit_total"),
+		tlsCert:         envFlag(fs, getenv, "tls-cert", "RATEWARDEN_TLS_CERT", "", "server certificate (PEM) for --tls-servers; reloaded when the file changes"),
+		tlsKey:          envFlag(fs, getenv, "tls-key", "RATEWARDEN_TLS_KEY", "", "server key (PEM) for --tls-cert"),
+		tlsClientCA:     envFlag(fs, getenv, "tls-client-ca", "RATEWARDEN_TLS_CLIENT_CA", "", "CA (PEM) that must have signed client certificates: mutual TLS"),
+		tlsServers:      envFlag(fs, getenv, "tls-servers", "RATEWARDEN_TLS_SERVERS", "grpc,http", "the servers --tls-cert applies to: grpc, http (the HTTP and admin addresses) or both"),
+		redisCA:         envFlag(fs, getenv, "redis-ca", "RATEWARDEN_REDIS_CA", "", "CA (PEM) for a rediss:// server's certificate (default: the system roots)"),
+		redisCert:       envFlag(fs, getenv, "redis-cert", "RATEWARDEN_REDIS_CERT", "", "client certificate (PEM) for rediss://"),
+		redisKey:        envFlag(fs, getenv, "redis-key", "RATEWARDEN_REDIS_KEY", "", "client key (PEM) for --redis-cert"),
+		tracingOn:       peerBoolFlag(fs, getenv, "tracing", "RATEWARDEN_TRACING", "TRACING_ENABLED", "trace decisions with OpenTelemetry, exported over OTLP: a span per ShouldRateLimit call and per store call"),
+		tracingEndpoint: envFlag(fs, getenv, "tracing-endpoint", "RATEWARDEN_TRACING_ENDPOINT", "", "OTLP endpoint, host:port (plaintext) or a URL (https:// for TLS); empty: the exporter's OTEL_EXPORTER_OTLP_* environment, else localhost"),
+		tracingProtocol: peerFlag(fs, getenv, "tracing-protocol", "RATEWARDEN_TRACING_PROTOCOL", "TRACING_EXPORTER_PROTOCOL", "http", "OTLP protocol: http or grpc"),
+		tracingSampling: peerFlag(fs, getenv, "tracing-sampling-rate", "RATEWARDEN_TRACING_SAMPLING_RATE", "TRACING_SAMPLING_RATE", "1", "share of traces sampled, 0 to 1 (a caller's sampled trace is always followed)"),
+		tracingName:     peerFlag(fs, getenv, "tracing-service-name", "RATEWARDEN_TRACING_SERVICE_NAME", "TRACING_SERVICE_NAME", "ratewarden", "service.name of the spans"),
+		getenv:          getenv,
 	}
 }
 
@@ -222,7 +231,8 @@ type settings struct {
 	tls                server.TLSFiles
 	tlsGRPC, tlsHTTP   bool
 	redisTLS           backend.RedisTLS
-	peerIgnored        []string // envoyproxy/ratelimit variables set that change nothing
+	peerIgnored        []string         // envoyproxy/ratelimit variables set that change nothing
+	tracing            *tracingSettings // nil: off
 }
 
 // settings parses and checks the flags' values. Its errors name the flag.
@@ -272,6 +282,9 @@ func (f serveFlags) exposure(st *settings) error {
 		return fmt.Errorf("--max-key-bytes %q: want a whole number >= 1", *f.maxKeyBytes)
 	}
 	if err := f.envoyCompat(st); err != nil {
+		return err
+	}
+	if st.tracing, err = f.tracing(); err != nil {
 		return err
 	}
 	return f.deployment(st)
@@ -331,6 +344,7 @@ type service struct {
 	srv          *server.Server
 	closeBackend func()
 	stopHUP      func()
+	tracer       *sdktrace.TracerProvider // nil without --tracing
 }
 
 // wire builds the service from st: the logger (on stderr), the config
@@ -354,6 +368,14 @@ func wire(st settings, stderr io.Writer) (*service, error) {
 		return nil, err
 	}
 	opts = append(opts, tlsOpts...)
+	if st.tracing != nil {
+		tp, err := st.tracing.provider(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		svc.tracer = tp
+		opts = append(opts, server.WithTracerProvider(tp))
+	}
 	if st.configPaths == nil {
 		var err error
 		if svc.builtin, err = config.Parse("built-in default config", defaultConfig); err != nil {
@@ -365,6 +387,7 @@ func wire(st settings, stderr io.Writer) (*service, error) {
 	}
 	be, closeBackend, err := newBackend(st, svc.log)
 	if err != nil {
+		svc.close() // the tracer provider
 		return nil, err
 	}
 	svc.closeBackend = closeBackend
@@ -441,10 +464,18 @@ func (s *service) run(ctx context.Context) error {
 	return nil
 }
 
-// close stops the SIGHUP handler and releases the backend.
+// close stops the SIGHUP handler, releases the backend and flushes the
+// spans not exported yet (for up to 5 s).
 func (s *service) close() {
 	s.stopHUP()
 	s.closeBackend()
+	if s.tracer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.tracer.Shutdown(ctx); err != nil {
+			s.log.Warn("tracing: spans not exported at shutdown", "err", err)
+		}
+	}
 }
 
 // reloadOnHUP reloads srv's config on SIGHUP (which must not kill the
