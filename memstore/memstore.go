@@ -9,7 +9,8 @@
 // the clock once (see WithClock), hashes its key once (the hash picks the
 // shard and, with each limit's scope, the state) and takes one lock.
 // Deciding on an existing key does not allocate (a SlidingLog's array
-// grows, up to Rate entries, and is then reused).
+// grows, up to Rate entries, and is then reused; the store's clock takes a
+// new 48-byte base once a second).
 //
 // Memory is bounded: the store holds at most WithMaxKeys states, and
 // refuses keys longer than WithMaxKeyBytes (an error wrapping
