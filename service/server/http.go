@@ -70,7 +70,8 @@ type Decision struct {
 // Handler returns the HTTP handler: the /v1 API, envoyproxy/ratelimit's
 // /json and /healthcheck, /healthz, /readyz and, unless an admin address
 // is set (WithAdminAddr), /metrics and the config dump /rlconfig. Every 4xx and
-// 5xx answer, 404 and 405 included, is application/problem+json.
+// 5xx answer, 404 and 405 included, is application/problem+json, but for
+// /json's and /healthcheck's, which answer as envoyproxy/ratelimit does.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/check", only(s, s.api(func(w http.ResponseWriter, r *http.Request) { s.handleCheck(w, r, false) }), http.MethodPost))

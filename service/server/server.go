@@ -1,7 +1,10 @@
 // Package server is ratewarden's network face: an HTTP JSON API (check,
 // peek, reset), Envoy's rate limit gRPC service
 // (envoy.service.ratelimit.v3.RateLimitService), gRPC health, Prometheus
-// metrics, health and readiness endpoints, and configuration hot reload.
+// metrics, health and readiness endpoints, and configuration hot reload;
+// and envoyproxy/ratelimit's deployment surface: /json, /healthcheck, the
+// /rlconfig dump, configurations pushed with SetConfig (package xds),
+// TLS with certificate reload, near-limit counts and OpenTelemetry spans.
 //
 // A Server decides on a Backend, which hands it one ratewarden.Store per
 // failure policy: the in-memory store on a single node, or Redis behind the

@@ -106,6 +106,18 @@ func TestServeTLS(t *testing.T) {
 	if !strings.Contains(s.logs.String(), "TLS certificate reloaded") {
 		t.Error("no log line on the reload")
 	}
+	// A broken pair on disk keeps the certificate in force.
+	writePEM(t, certFile, "CERTIFICATE", []byte("not a certificate"))
+	for i := 0; i < 100 && !strings.Contains(s.logs.String(), "do not load"); i++ {
+		time.Sleep(50 * time.Millisecond)
+		_, _ = handshake(s.grpc, ca.pool, &client)
+	}
+	if got, err := handshake(s.grpc, ca.pool, &client); err != nil || got != now {
+		t.Errorf("with broken files on disk: serial %s, %v; want the rotated %s", got, err, now)
+	}
+	if !strings.Contains(s.logs.String(), "do not load; keeping the certificate in force") {
+		t.Error("no log line on the broken files")
+	}
 }
 
 // TestServeRedisTLS: the service decides on a redis-server that speaks
