@@ -28,8 +28,6 @@ var peerIgnored = map[string]string{
 	"EXTRA_TAGS":                              "metrics are Prometheus, on /metrics",
 	"STATS_FLUSH_INTERVAL":                    "Prometheus scrapes; nothing is flushed",
 	"DISABLE_STATS":                           "metrics are always on; do not scrape them to ignore them",
-	"USE_PROMETHEUS":                          "Prometheus metrics are always on, on /metrics of the admin address (or the HTTP one)",
-	"PROMETHEUS_ADDR":                         "/metrics is on the admin address (DEBUG_PORT, --admin-addr), or the HTTP one",
 	"PROMETHEUS_PATH":                         "the path is /metrics",
 	"PROMETHEUS_MAPPER_YAML":                  "ratewarden's metric names are its own (docs/service.md#metrics)",
 	"RUNTIME_IGNOREDOTFILES":                  "only *.yaml and *.yml files are read, so dot files named otherwise are skipped anyway",
@@ -92,10 +90,29 @@ func peerEnv(getenv func(string) string) (func(string) string, []string, error) 
 	}
 	set("RATEWARDEN_HTTP_ADDR", hostPort(getenv, "HOST", "PORT", "8080"))
 	set("RATEWARDEN_GRPC_ADDR", hostPort(getenv, "GRPC_HOST", "GRPC_PORT", "8081"))
-	set("RATEWARDEN_ADMIN_ADDR", hostPort(getenv, "DEBUG_HOST", "DEBUG_PORT", "6070"))
+	var notes []string
+	admin := hostPort(getenv, "DEBUG_HOST", "DEBUG_PORT", "6070")
+	if prom, _ := strconv.ParseBool(getenv("USE_PROMETHEUS")); prom {
+		// Scrapers look for /metrics at PROMETHEUS_ADDR: the admin
+		// address goes there, /rlconfig with it.
+		if admin != "" {
+			notes = append(notes, "DEBUG_HOST, DEBUG_PORT: with USE_PROMETHEUS=true the admin address (/metrics, /rlconfig) is PROMETHEUS_ADDR")
+		}
+		admin = getenv("PROMETHEUS_ADDR")
+		if admin == "" {
+			admin = ":9090"
+		}
+	} else if getenv("PROMETHEUS_ADDR") != "" {
+		notes = append(notes, "PROMETHEUS_ADDR: ignored without USE_PROMETHEUS=true, as there")
+	}
+	set("RATEWARDEN_ADMIN_ADDR", admin)
 	set("RATEWARDEN_LOG_LEVEL", peerLogLevel(getenv("LOG_LEVEL")))
 	set("RATEWARDEN_LOG_FORMAT", strings.ToLower(getenv("LOG_FORMAT")))
-	set("RATEWARDEN_CONFIG", runtimeDir(getenv))
+	if ct := strings.ToUpper(getenv("CONFIG_TYPE")); ct == "" || ct == "FILE" {
+		// With xDS the RUNTIME_ variables (Envoy Gateway sets them) name
+		// no config.
+		set("RATEWARDEN_CONFIG", runtimeDir(getenv))
+	}
 	set("RATEWARDEN_REDIS_TIMEOUT", getenv("REDIS_TIMEOUT"))
 	set("RATEWARDEN_REDIS_CA", getenv("REDIS_TLS_CACERT"))
 	set("RATEWARDEN_REDIS_CERT", getenv("REDIS_TLS_CLIENT_CERT"))
@@ -111,9 +128,9 @@ func peerEnv(getenv func(string) string) (func(string) string, []string, error) 
 		return nil, nil, err
 	}
 	set("RATEWARDEN_REDIS_URL", redis)
-	var ignored []string
+	ignored := notes
 	for v, why := range peerIgnored {
-		if getenv(v) != "" {
+		if getenv(v) != "" && (v != "PROMETHEUS_PATH" || getenv(v) != "/metrics") {
 			ignored = append(ignored, v+": "+why)
 		}
 	}

@@ -65,6 +65,28 @@ func TestPeerEnvMapping(t *testing.T) {
 	if getenv("RATEWARDEN_HTTP_ADDR") != ":1" || getenv("RATEWARDEN_REDIS_URL") != "redis://other:1" {
 		t.Error("RATEWARDEN_ variables do not win over the peer's")
 	}
+	// Envoy Gateway's environment: xDS with RUNTIME_ set, Prometheus.
+	eg := map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": "eg.svc:18001", "CONFIG_GRPC_XDS_NODE_ID": "envoy-ratelimit",
+		"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "ratelimit", "USE_PROMETHEUS": "true", "PROMETHEUS_ADDR": ":19001", "PROMETHEUS_PATH": "/metrics",
+		"FORCE_START_WITHOUT_INITIAL_CONFIG": "true", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis.svc:6379"}
+	getenv, ignored, err = peerEnv(func(k string) string { return eg[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, f = newServeFlags(getenv)
+	if _, err := parseArgs(fs, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err = f.settings()
+	if err != nil {
+		t.Fatalf("Envoy Gateway's environment: %v", err)
+	}
+	if st.xds == nil || st.xds.server != "eg.svc:18001" || st.xds.nodeID != "envoy-ratelimit" || st.configPaths != nil || st.adminAddr != ":19001" || st.redisURL != "redis://redis.svc:6379" {
+		t.Errorf("Envoy Gateway's environment: xds %+v config %v admin %q redis %q", st.xds, st.configPaths, st.adminAddr, st.redisURL)
+	}
+	if len(ignored) != 1 || !strings.HasPrefix(ignored[0], "FORCE_START_WITHOUT_INITIAL_CONFIG") {
+		t.Errorf("Envoy Gateway's environment, ignored: %q", ignored)
+	}
 	for _, tc := range []struct {
 		env  map[string]string
 		want string
