@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
@@ -183,9 +184,40 @@ func (s *service) startXDS() (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := registerXDSMetrics(s.srv.Registry(), c); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()
 	s.log.Info("taking Envoy domains from the xDS management server", "server", x.server, "node", x.nodeID)
 	return func() { cancel(); <-done }, nil
+}
+
+// registerXDSMetrics exports the xDS client's state on reg:
+// ratewarden_xds_connected and ratewarden_xds_updates_total{result}.
+func registerXDSMetrics(reg *prometheus.Registry, c *xds.Client) error {
+	connected := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ratewarden_xds_connected",
+		Help: "1 while the stream to the xDS management server is open.",
+	}, func() float64 {
+		if c.Status().Connected {
+			return 1
+		}
+		return 0
+	})
+	accepted := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "ratewarden_xds_updates_total", Help: "xDS configurations received, by result: accepted (ACK) or rejected (NACK, the config in force kept).",
+		ConstLabels: prometheus.Labels{"result": "accepted"},
+	}, func() float64 { return float64(c.Status().Accepted) })
+	rejected := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "ratewarden_xds_updates_total", Help: "xDS configurations received, by result: accepted (ACK) or rejected (NACK, the config in force kept).",
+		ConstLabels: prometheus.Labels{"result": "rejected"},
+	}, func() float64 { return float64(c.Status().Rejected) })
+	for _, m := range []prometheus.Collector{connected, accepted, rejected} {
+		if err := reg.Register(m); err != nil {
+			return fmt.Errorf("xds metrics: %w", err)
+		}
+	}
+	return nil
 }

@@ -70,8 +70,9 @@ func TestServeXDS(t *testing.T) {
 	for path, want := range map[string]string{
 		"/rlconfig": "# version: gw-1\n",
 		"/metrics":  `ratewarden_config_info{source="xds",version="gw-1"} 1`,
+		"/metrics ": `ratewarden_xds_updates_total{result="accepted"} 1`,
 	} {
-		resp, err := http.Get("http://" + s.admin + path)
+		resp, err := http.Get("http://" + s.admin + strings.TrimSpace(path))
 		if err != nil {
 			t.Fatal(err)
 		}
