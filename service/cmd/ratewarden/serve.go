@@ -79,7 +79,10 @@ const serveHead = `usage: ratewarden serve [flags]
 Runs the HTTP API (/v1/check, /v1/peek, /v1/reset, metrics, health) and
 Envoy's gRPC rate limit service until SIGINT or SIGTERM; SIGHUP reloads
 the config files. Every flag has an environment variable, named in its
-help; a flag given on the command line wins.
+help; a flag given on the command line wins. envoyproxy/ratelimit's
+variables (PORT, GRPC_PORT, REDIS_URL, CONFIG_TYPE, ...) stand in for
+ratewarden's when those are not set (docs/service.md, "Running as
+envoyproxy/ratelimit").
 `
 
 const serveExits = `  0  stopped by SIGINT or SIGTERM after a clean shutdown
