@@ -46,6 +46,8 @@ type replicaJob struct {
 	// on (before it, the callers only warm up on "warm").
 	HotKey  string
 	HotFrom time.Time
+	// Timeout and Grace are WithTimeout and WithGrace; 0 keeps the default.
+	Timeout, Grace time.Duration
 }
 
 // replicaReport is what a replica process counted.
@@ -61,6 +63,9 @@ type replicaReport struct {
 	KeyStateErrors          int64
 	Causes                  map[string]int64 // degraded answers by the kind of cause
 	Reconciled              int64
+	// MaxStall is the longest the process was late waking up (a 10ms
+	// ticker): how long the machine left it without a CPU at its worst.
+	MaxStall time.Duration
 }
 
 // runReplica runs the job in os.Getenv(replicaEnv) and prints the report
@@ -99,7 +104,14 @@ func (job *replicaJob) run() (*replicaReport, error) {
 	var opened atomic.Int64
 	var causesMu sync.Mutex
 	causes := map[string]int64{}
-	fb, err := New(rs, WithPolicy(job.Policy), WithReplicas(max(job.Replicas, 1)),
+	opts := []Option{}
+	if job.Timeout > 0 {
+		opts = append(opts, WithTimeout(job.Timeout))
+	}
+	if job.Grace > 0 {
+		opts = append(opts, WithGrace(job.Grace))
+	}
+	fb, err := New(rs, append(opts, WithPolicy(job.Policy), WithReplicas(max(job.Replicas, 1)),
 		WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))),
 		WithOnStateChange(func(_, to State) {
 			if to == StateOpen {
@@ -110,7 +122,7 @@ func (job *replicaJob) run() (*replicaReport, error) {
 			causesMu.Lock()
 			causes[causeKind(cause)]++
 			causesMu.Unlock()
-		}))
+		}))...)
 	if err != nil {
 		return nil, err
 	}
@@ -118,15 +130,33 @@ func (job *replicaJob) run() (*replicaReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	stalls := watchStalls(job.Start.Add(job.Duration))
 	rep := job.drive(l, lim)
+	rep.MaxStall = <-stalls
 	rep.Opened, rep.KeyStateErrors, rep.Causes = opened.Load(), fb.KeyStateErrors(), causes
-	// A write-back started by a recovery ends within its grace period.
-	deadline := time.Now().Add(fb.grace() + 5*time.Second)
-	for fb.journal.running.Load() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// What a recovery wrote back (its grace may still run: the process
+	// ends with it).
 	rep.Reconciled = fb.Reconciled()
 	return rep, nil
+}
+
+// watchStalls measures, until end, how late a 10ms ticker fires at worst,
+// and sends it.
+func watchStalls(end time.Time) <-chan time.Duration {
+	out := make(chan time.Duration, 1)
+	go func() {
+		var worst time.Duration
+		last := time.Now()
+		for now := range time.Tick(10 * time.Millisecond) {
+			worst = max(worst, now.Sub(last)-10*time.Millisecond)
+			last = now
+			if now.After(end) {
+				break
+			}
+		}
+		out <- worst
+	}()
+	return out
 }
 
 func causeKind(err error) string {
@@ -275,6 +305,7 @@ func sum(reps []*replicaReport) *replicaReport {
 		tot.Opened += r.Opened
 		tot.KeyStateErrors += r.KeyStateErrors
 		tot.Reconciled += r.Reconciled
+		tot.MaxStall = max(tot.MaxStall, r.MaxStall)
 		if tot.FirstError == "" {
 			tot.FirstError = r.FirstError
 		}
