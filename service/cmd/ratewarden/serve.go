@@ -398,7 +398,14 @@ func wire(st settings, stderr io.Writer) (*service, error) {
 		svc.close()
 		return nil, err
 	}
-	svc.stopHUP = reloadOnHUP(svc.srv, svc.log, svc.builtin != nil)
+	noReload := ""
+	switch {
+	case st.xds != nil:
+		noReload = "the Envoy domains come from the xDS management server"
+	case svc.builtin != nil:
+		noReload = "the built-in config is in use (give --config)"
+	}
+	svc.stopHUP = reloadOnHUP(svc.srv, svc.log, noReload)
 	return svc, nil
 }
 
@@ -483,7 +490,8 @@ func (s *service) close() {
 
 // reloadOnHUP reloads srv's config on SIGHUP (which must not kill the
 // process, its default action) until the returned function is called.
-func reloadOnHUP(srv *server.Server, log *slog.Logger, builtin bool) (stop func()) {
+// noReload, when not empty, says why there is nothing to reload.
+func reloadOnHUP(srv *server.Server, log *slog.Logger, noReload string) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	done := make(chan struct{})
@@ -491,8 +499,8 @@ func reloadOnHUP(srv *server.Server, log *slog.Logger, builtin bool) (stop func(
 		for {
 			select {
 			case <-hup:
-				if builtin {
-					log.Warn("SIGHUP: nothing to reload; the built-in config is in use (give --config)")
+				if noReload != "" {
+					log.Warn("SIGHUP: nothing to reload; " + noReload)
 					continue
 				}
 				log.Info("SIGHUP: reloading the config")
