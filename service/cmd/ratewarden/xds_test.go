@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -18,12 +19,20 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	rlsconfpb "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // TestServeXDS: `serve` with envoyproxy/ratelimit's CONFIG_TYPE=GRPC_XDS_SOTW
 // takes its Envoy domains from an in-process go-control-plane server and
 // reports the version on /rlconfig and /metrics (admin address).
 func TestServeXDS(t *testing.T) {
+	t.Run("plaintext", func(t *testing.T) { testServeXDS(t, false) })
+	// CONFIG_GRPC_XDS_SERVER_USE_TLS with the CA and SAN variables, and a
+	// client certificate the management server requires.
+	t.Run("mutual TLS", func(t *testing.T) { testServeXDS(t, true) })
+}
+
+func testServeXDS(t *testing.T, useTLS bool) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +40,25 @@ func TestServeXDS(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cache := cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil)
-	g := grpc.NewServer()
+	env := map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": ln.Addr().String(),
+		"CONFIG_GRPC_XDS_NODE_ID": "ratelimit-node", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "50ms", "XDS_CLIENT_BACKOFF_MAX_INTERVAL": "200ms"}
+	var gopts []grpc.ServerOption
+	if useTLS {
+		dir := t.TempDir()
+		ca := newCA(t, dir)
+		scert, skey := ca.issue(t, dir, "xds", "xds.test", false)
+		ccert, ckey := ca.issue(t, dir, "client", "ratelimit", true)
+		pair, err := tls.LoadX509KeyPair(scert, skey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: ca.pool, ClientAuth: tls.RequireAndVerifyClientCert})))
+		env["CONFIG_GRPC_XDS_SERVER_USE_TLS"] = "true"
+		env["CONFIG_GRPC_XDS_SERVER_TLS_CACERT"] = ca.file
+		env["CONFIG_GRPC_XDS_SERVER_TLS_SAN"] = "xds.test"
+		env["CONFIG_GRPC_XDS_CLIENT_TLS_CERT"], env["CONFIG_GRPC_XDS_CLIENT_TLS_KEY"] = ccert, ckey
+	}
+	g := grpc.NewServer(gopts...)
 	discoverypb.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, cache, nil))
 	go func() { _ = g.Serve(ln) }()
 	defer g.Stop()
@@ -45,9 +72,7 @@ func TestServeXDS(t *testing.T) {
 	if err := cache.SetSnapshot(ctx, "ratelimit-node", snap); err != nil {
 		t.Fatal(err)
 	}
-	s := startServe(t, map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": ln.Addr().String(),
-		"CONFIG_GRPC_XDS_NODE_ID": "ratelimit-node", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "50ms", "XDS_CLIENT_BACKOFF_MAX_INTERVAL": "200ms"},
-		"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json")
+	s := startServe(t, env, "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json")
 	c := rlspb.NewRateLimitServiceClient(dialPlain(t, s.grpc))
 	start := time.Now()
 	var limit uint32
