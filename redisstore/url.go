@@ -62,17 +62,22 @@ const DefaultSentinelRefresh = 5 * time.Second
 //	protocol=2              speak RESP2 (default: RESP3 when the server has it)
 //	max_retries=0           do not retry read-only commands on network errors
 //	skip_verify=true        TLS: do not verify the server's certificate (tests only)
+//	tls_ca_file=PATH        TLS: verify servers against this PEM CA, not the system roots
+//	tls_cert_file=PATH      TLS: a client certificate (PEM) for servers that ask for one,
+//	tls_key_file=PATH       with its key; the two go together
+//	tls_server_name=NAME    TLS: the name to verify (default: the first host)
 //	addr=host:port          another Cluster seed (repeatable)
 //
 // An unknown parameter, a malformed value or a bad scheme is an error
 // wrapping ratewarden.ErrInvalidConfig that names it; the password never
 // appears in an error.
 //
-// TLS verifies every node's certificate against the system roots, for the
-// name of the first host in the URL (rueidis uses one ServerName for all
-// connections). For a private CA or other names, adjust TLSConfig (and,
-// for Sentinel, Sentinel.TLSConfig) on the returned option before
-// rueidis.NewClient.
+// TLS verifies every node's certificate against the system roots (or
+// tls_ca_file), for the name of the first host in the URL or
+// tls_server_name (rueidis uses one ServerName for all connections); the
+// sentinels of a rediss-sentinel:// URL get the same settings. Anything
+// else: adjust TLSConfig (and, for Sentinel, Sentinel.TLSConfig) on the
+// returned option before rueidis.NewClient.
 func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 	opt, err := parseURL(rawURL)
 	if err != nil {
@@ -120,7 +125,7 @@ func parseURL(rawURL string) (rueidis.ClientOption, error) {
 		return rueidis.ClientOption{}, urlErr("%s", strings.TrimPrefix(err.Error(), "redis: "))
 	}
 	opt.DisableCache = true
-	for _, step := range []func(*rueidis.ClientOption, url.Values, bool) error{checkParsed, applySentinel, applyTuning} {
+	for _, step := range []func(*rueidis.ClientOption, url.Values, bool) error{checkParsed, applyTLS, applySentinel, applyTuning} {
 		if err := step(&opt, q, sentinel); err != nil {
 			return rueidis.ClientOption{}, err
 		}
@@ -439,6 +444,10 @@ var urlParams = []urlParam{
 	{name: "sentinel_user"},
 	{name: "sentinel_password"},
 	{name: "client_cache"},
+	{name: "tls_ca_file"},
+	{name: "tls_cert_file"},
+	{name: "tls_key_file"},
+	{name: "tls_server_name"},
 }
 
 func paramNamed(name string) *urlParam {
