@@ -6,7 +6,7 @@ CYCLO_OVER ?= 25
 # The modules: the library, the service, the benchmarks against other
 # limiters (its tests check every contender's exactness; its benchmarks run
 # with `make bench` and `make bench-peers`), and one per framework adapter.
-MODULES := . service bench adapters/ginlimit adapters/echolimit adapters/fiberlimit adapters/grpclimit
+MODULES := . service bench adapters/ginlimit adapters/echolimit adapters/fiberlimit adapters/grpclimit service/internal/peerdiff
 LINT_MODULES := $(MODULES)
 
 .PHONY: test lint vet staticcheck gocyclo fmt-check deps redis bench modules
