@@ -5,7 +5,9 @@ GOCYCLO ?= github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
 CYCLO_OVER ?= 25
 # The modules: the library, the service, the benchmarks against other
 # limiters (its tests check every contender's exactness; its benchmarks run
-# with `make bench` and `make bench-peers`), and one per framework adapter.
+# with `make bench` and `make bench-peers`), one per framework adapter, and
+# the side-by-side run against envoyproxy/ratelimit (its dependencies stay
+# out of the service's go.mod).
 MODULES := . service bench adapters/ginlimit adapters/echolimit adapters/fiberlimit adapters/grpclimit service/internal/peerdiff
 LINT_MODULES := $(MODULES)
 
