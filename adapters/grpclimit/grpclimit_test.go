@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
-	"github.com/redis/rueidis"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -27,47 +26,14 @@ import (
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/adapters/grpclimit"
 	"github.com/ratewarden/ratewarden/httplimit"
+	"github.com/ratewarden/ratewarden/internal/adaptertest"
 	"github.com/ratewarden/ratewarden/internal/testredis"
-	"github.com/ratewarden/ratewarden/memstore"
-	"github.com/ratewarden/ratewarden/redisstore"
 )
 
 // perHour is exact (SlidingLog) and nothing leaves its window during a test.
 var perHour = ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 10, Period: time.Hour}
 
 var _ ratelimit.Limiter = (*grpclimit.Interceptor)(nil)
-
-func redisLimiter(t *testing.T, addr string) *ratewarden.Limiter {
-	t.Helper()
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	st, err := redisstore.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ratewarden.New(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
-func memLimiter(t *testing.T) *ratewarden.Limiter {
-	t.Helper()
-	st, err := memstore.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	l, err := ratewarden.New(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
 
 func mustInterceptor(t *testing.T, l *ratewarden.Limiter, hopts []httplimit.Option, opts ...grpclimit.Option) *grpclimit.Interceptor {
 	t.Helper()
@@ -148,7 +114,7 @@ func TestUnaryReplicasShareOneRedis(t *testing.T) {
 	srv := testredis.Start(t)
 	var clients []healthpb.HealthClient
 	for range 3 {
-		i := mustInterceptor(t, redisLimiter(t, srv.Addr), []httplimit.Option{httplimit.WithLimits(perHour)})
+		i := mustInterceptor(t, adaptertest.RedisLimiter(t, srv.Addr), []httplimit.Option{httplimit.WithLimits(perHour)})
 		clients = append(clients, serveHealth(t, grpc.ChainUnaryInterceptor(i.Unary())))
 	}
 	ctx := callCtx(t)
@@ -199,7 +165,7 @@ func TestStreamReplicasPerMethod(t *testing.T) {
 	}
 	var clients []healthpb.HealthClient
 	for range 3 {
-		i := mustInterceptor(t, redisLimiter(t, srv.Addr), []httplimit.Option{httplimit.WithRule(watch), httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 2, Period: time.Hour})})
+		i := mustInterceptor(t, adaptertest.RedisLimiter(t, srv.Addr), []httplimit.Option{httplimit.WithRule(watch), httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 2, Period: time.Hour})})
 		clients = append(clients, serveHealth(t, grpc.ChainUnaryInterceptor(i.Unary()), grpc.ChainStreamInterceptor(i.Stream())))
 	}
 	allowed := 0
@@ -246,7 +212,7 @@ func TestGoGRPCMiddlewareLimiter(t *testing.T) {
 	srv := testredis.Start(t)
 	var clients []healthpb.HealthClient
 	for range 3 {
-		i := mustInterceptor(t, redisLimiter(t, srv.Addr), []httplimit.Option{httplimit.WithLimits(perHour)})
+		i := mustInterceptor(t, adaptertest.RedisLimiter(t, srv.Addr), []httplimit.Option{httplimit.WithLimits(perHour)})
 		clients = append(clients, serveHealth(t, grpc.ChainUnaryInterceptor(ratelimit.UnaryServerInterceptor(i))))
 	}
 	ctx := callCtx(t)
@@ -268,7 +234,7 @@ func TestGoGRPCMiddlewareLimiter(t *testing.T) {
 // httplimit.Pattern is the full method. A call without the metadata key
 // is InvalidArgument.
 func TestKeysFromMetadataAndMethod(t *testing.T) {
-	i := mustInterceptor(t, memLimiter(t), []httplimit.Option{
+	i := mustInterceptor(t, adaptertest.MemLimiter(t), []httplimit.Option{
 		httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Hour}),
 		httplimit.WithKey(httplimit.Join(httplimit.Pattern, httplimit.Header("x-api-key"))),
 	})
@@ -295,7 +261,7 @@ func TestKeysFromMetadataAndMethod(t *testing.T) {
 // Custom answers, and no metadata.
 func TestOptions(t *testing.T) {
 	sentinel := status.Error(codes.Unavailable, "come back later")
-	i := mustInterceptor(t, memLimiter(t), []httplimit.Option{httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Hour})},
+	i := mustInterceptor(t, adaptertest.MemLimiter(t), []httplimit.Option{httplimit.WithLimits(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Hour})},
 		grpclimit.WithDeniedHandler(func(context.Context, httplimit.Info) error { return sentinel }), grpclimit.WithMetadata(false))
 	c := serveHealth(t, grpc.ChainUnaryInterceptor(i.Unary()))
 	ctx := callCtx(t)
@@ -314,7 +280,7 @@ func TestOptions(t *testing.T) {
 		{[]grpclimit.Option{grpclimit.WithDeniedHandler(nil)}, "WithDeniedHandler"},
 		{[]grpclimit.Option{grpclimit.WithErrorHandler(nil)}, "WithErrorHandler"},
 	} {
-		mw, _ := httplimit.New(memLimiter(t), httplimit.WithLimits(perHour))
+		mw, _ := httplimit.New(adaptertest.MemLimiter(t), httplimit.WithLimits(perHour))
 		if _, err := grpclimit.New(mw, tc.opts...); !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v; want %q", err, tc.want)
 		}
@@ -330,7 +296,7 @@ func TestUnaryConcurrentExact(t *testing.T) {
 	srv := testredis.Start(t)
 	var clients []healthpb.HealthClient
 	for range 3 {
-		i := mustInterceptor(t, redisLimiter(t, srv.Addr), []httplimit.Option{httplimit.WithLimits(perHour)})
+		i := mustInterceptor(t, adaptertest.RedisLimiter(t, srv.Addr), []httplimit.Option{httplimit.WithLimits(perHour)})
 		clients = append(clients, serveHealth(t, grpc.ChainUnaryInterceptor(i.Unary())))
 	}
 	ctx := callCtx(t)
@@ -362,7 +328,7 @@ func TestUnaryConcurrentExact(t *testing.T) {
 func TestProxyWarningThroughMetadata(t *testing.T) {
 	var buf syncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
-	i := mustInterceptor(t, memLimiter(t), []httplimit.Option{httplimit.WithLimits(perHour), httplimit.WithLogger(logger)})
+	i := mustInterceptor(t, adaptertest.MemLimiter(t), []httplimit.Option{httplimit.WithLimits(perHour), httplimit.WithLogger(logger)})
 	c := serveHealth(t, grpc.ChainUnaryInterceptor(i.Unary()))
 	ctx := metadata.AppendToOutgoingContext(callCtx(t), "x-forwarded-for", "203.0.113.9")
 	for range 5 {
