@@ -5,20 +5,18 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/childproc"
 	"github.com/ratewarden/ratewarden/memstore"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	if job := os.Getenv(replicaEnv); job != "" {
-		os.Exit(runReplica(job)) // a replica process of procs_test.go
-	}
+	childproc.Serve(runReplica) // a replica process of procs_test.go
 	goleak.VerifyTestMain(m)
 }
 

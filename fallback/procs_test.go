@@ -1,7 +1,7 @@
 package fallback
 
 // Replicas in processes of their own: the test binary run again with a job
-// in its environment (TestMain hands it to runReplica). Each process has its
+// (internal/childproc; TestMain hands it to runReplica). Each process has its
 // own Go runtime, client, redisstore and fallback Store, as the replicas of
 // a service do; the parent injects the faults and adds up the reports.
 
@@ -9,10 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,12 +18,10 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/childproc"
 	"github.com/ratewarden/ratewarden/redisstore"
 	"github.com/redis/rueidis"
 )
-
-// replicaEnv carries a replicaJob to a child process.
-const replicaEnv = "RATEWARDEN_FALLBACK_REPLICA"
 
 // replicaJob is what one replica process does: Callers goroutines check
 // keys from Start (wall clock; the processes share it) for Duration.
@@ -68,23 +64,13 @@ type replicaReport struct {
 	MaxStall time.Duration
 }
 
-// runReplica runs the job in os.Getenv(replicaEnv) and prints the report
-// as JSON on stdout; it returns the exit code.
-func runReplica(spec string) int {
+// runReplica runs one child's job (childproc.Serve).
+func runReplica(spec []byte) (any, error) {
 	var job replicaJob
-	if err := json.Unmarshal([]byte(spec), &job); err != nil {
-		fmt.Fprintln(os.Stderr, "replica job:", err)
-		return 2
+	if err := json.Unmarshal(spec, &job); err != nil {
+		return nil, fmt.Errorf("replica job: %w", err)
 	}
-	rep, err := job.run()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "replica:", err)
-		return 1
-	}
-	if err := json.NewEncoder(os.Stdout).Encode(rep); err != nil {
-		return 1
-	}
-	return 0
+	return job.run()
 }
 
 func (job *replicaJob) run() (*replicaReport, error) {
@@ -238,61 +224,11 @@ func (job *replicaJob) drive(l *ratewarden.Limiter, lim ratewarden.Limit) *repli
 
 // runReplicas runs n replica processes on job (Start set by the caller)
 // and returns their reports. The processes end by themselves after the
-// job's Duration; the test's deadline kills them otherwise.
+// job's Duration.
 func runReplicas(t *testing.T, n int, job replicaJob) []*replicaReport {
 	t.Helper()
-	spec, err := json.Marshal(job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		rep *replicaReport
-		err error
-	}
-	results := make([]result, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Until(job.Start)+job.Duration+2*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), replicaEnv+"="+string(spec))
-			cmd.Stderr = &lineLog{t: t, prefix: fmt.Sprintf("replica %d: ", i)}
-			out, err := cmd.Output()
-			if err != nil {
-				results[i].err = fmt.Errorf("replica %d: %w", i, err)
-				return
-			}
-			results[i].rep = new(replicaReport)
-			results[i].err = json.Unmarshal(out, results[i].rep)
-		})
-	}
-	wg.Wait()
-	reps := make([]*replicaReport, n)
-	for i, r := range results {
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		reps[i] = r.rep
-	}
-	return reps
+	return childproc.Run[replicaReport](t, n, job, time.Until(job.Start)+job.Duration+2*time.Minute)
 }
-
-// lineLog passes a child's stderr to the test log.
-type lineLog struct {
-	t      *testing.T
-	prefix string
-	mu     sync.Mutex
-}
-
-func (l *lineLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.t.Log(l.prefix + string(p))
-	return len(p), nil
-}
-
-var _ io.Writer = (*lineLog)(nil)
 
 // sum adds up the reports.
 func sum(reps []*replicaReport) *replicaReport {

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/ratewarden/ratewarden/internal/childproc"
 	"github.com/ratewarden/ratewarden/internal/testredis"
 )
 
@@ -20,7 +21,8 @@ var redisAddr = "127.0.0.1:6379"
 // TestMain gives the examples their redis-server and checks that nothing
 // leaks goroutines (the tests start servers and clusters of their own).
 func TestMain(m *testing.M) {
-	redis.SetLogger(quietLogger{}) // go-redis logs failed dials of the dead-server test
+	childproc.Serve(runFailoverReplica) // a replica process of failover_test.go
+	redis.SetLogger(quietLogger{})      // go-redis logs failed dials of the dead-server test
 	srv, stop, err := testredis.StartMain()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
