@@ -3,72 +3,35 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-
-	"github.com/ratewarden/ratewarden/internal/testredis"
-	"github.com/ratewarden/ratewarden/service/config"
-	"github.com/ratewarden/ratewarden/service/internal/backend"
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/memstore"
 	"github.com/ratewarden/ratewarden/service/server"
 )
 
-const benchConfig = `
-policies:
-  api: 1000000000/1h fixed_window
----
-domain: bench
-descriptors:
-  - key: user
-    rate_limit: {unit: hour, requests_per_unit: 1000000000}
-`
+// The gRPC benchmarks' callers and connections, as the side-by-side load
+// test with envoyproxy/ratelimit has them (service/internal/peerdiff).
+const (
+	benchCallers = 64
+	benchConns   = 4
+)
 
-// benchBackends runs each benchmark on the in-memory store and on Redis.
-func benchBackends(b *testing.B, fn func(b *testing.B, s *server.Server)) {
-	b.Run("memory", func(b *testing.B) {
-		fn(b, startBench(b, "memory"))
-	})
-	b.Run("redis", func(b *testing.B) {
-		fn(b, startBench(b, "redis"))
-	})
-}
-
+// startBench runs a Server of kind memory or redis on BenchConfig.
 func startBench(b *testing.B, kind string) *server.Server {
-	var be server.Backend
-	if kind == "memory" {
-		m, err := newMem()
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { m.Close() })
-		be = m
-	} else {
-		rs := testredis.Start(b)
-		r, err := newRedis("redis://" + rs.Addr) // deadline 1s: measure Redis, not the fallback
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { r.Close() })
-		be = r
-	}
-	cfg, err := parse(benchConfig)
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := server.New(be, server.WithConfig(cfg), server.WithLogger(quietLogger()))
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := server.NewBenchServer(b, server.BenchBackend(b, kind))
 	if err := s.Start("127.0.0.1:0", "127.0.0.1:0"); err != nil {
 		b.Fatal(err)
 	}
@@ -76,90 +39,195 @@ func startBench(b *testing.B, kind string) *server.Server {
 	return s
 }
 
-// BenchmarkHTTPCheck: decisions per second through POST /v1/check over
-// loopback, many clients at once, 1000 distinct keys.
-func BenchmarkHTTPCheck(b *testing.B) {
-	benchBackends(b, func(b *testing.B, s *server.Server) {
-		url := "http://" + s.HTTPAddr() + "/v1/check"
-		tr := &http.Transport{MaxIdleConnsPerHost: 256}
-		defer tr.CloseIdleConnections()
-		client := &http.Client{Transport: tr}
-		var n atomic.Int64
-		b.SetParallelism(16) // 16 × GOMAXPROCS concurrent callers
-		b.ReportAllocs()
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				body := fmt.Sprintf(`{"key":"user-%d","policy":"api"}`, n.Add(1)%1000)
-				resp, err := client.Post(url, "application/json", bytes.NewBufferString(body))
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					b.Errorf("status %d", resp.StatusCode)
-					return
-				}
-			}
-		})
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
-		noDegraded(b, s)
-	})
-}
-
-// BenchmarkGRPCShouldRateLimit: decisions per second through the Envoy
-// rate limit service over loopback, one connection, many streams.
+// BenchmarkGRPCShouldRateLimit: ShouldRateLimit calls through gRPC over
+// loopback, 64 callers on 4 connections, client and server in this
+// process, for each backend and request shape (server.BenchLoads). "bare"
+// is the baseline: the library's memstore behind the smallest RLS handler
+// (one Limiter.Allow per descriptor, a status each, nothing else), through
+// the same client. cpu-ns/op is the process's CPU time per call, client
+// included.
 func BenchmarkGRPCShouldRateLimit(b *testing.B) {
-	benchBackends(b, func(b *testing.B, s *server.Server) {
-		conn, err := dial(s.GRPCAddr())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer conn.Close()
-		c := rlspb.NewRateLimitServiceClient(conn)
-		var n atomic.Int64
-		b.SetParallelism(16) // 16 × GOMAXPROCS concurrent callers
-		b.ReportAllocs()
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				req := &rlspb.RateLimitRequest{Domain: "bench", Descriptors: []*rlcommon.RateLimitDescriptor{
-					desc("user", fmt.Sprint(n.Add(1)%1000)),
-				}}
-				resp, err := c.ShouldRateLimit(context.Background(), req)
-				if err != nil || resp.GetOverallCode() != rlspb.RateLimitResponse_OK {
-					b.Errorf("%v %v", resp, err)
-					return
+	for _, kind := range []string{"memory", "redis", "bare"} {
+		b.Run(kind, func(b *testing.B) {
+			var addr string
+			if kind == "bare" {
+				addr = startBare(b)
+			} else {
+				addr = startBench(b, kind).GRPCAddr()
+			}
+			clients := make([]rlspb.RateLimitServiceClient, benchConns)
+			for i := range clients {
+				conn, err := dial(addr)
+				if err != nil {
+					b.Fatal(err)
 				}
+				b.Cleanup(func() { conn.Close() })
+				clients[i] = rlspb.NewRateLimitServiceClient(conn)
+			}
+			for _, load := range server.BenchLoads {
+				b.Run(load.Name, func(b *testing.B) { benchGRPC(b, clients, load) })
 			}
 		})
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
-		noDegraded(b, s)
+	}
+}
+
+func benchGRPC(b *testing.B, clients []rlspb.RateLimitServiceClient, load server.BenchLoad) {
+	reqs := make([]*rlspb.RateLimitRequest, 10000)
+	for i := range reqs {
+		reqs[i] = load.Request(i)
+	}
+	var next, caller atomic.Int64
+	b.SetParallelism(benchCallers / 2) // GOMAXPROCS 2 on the reference machine
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := server.StartCPU()
+	b.RunParallel(func(pb *testing.PB) {
+		c := clients[int(caller.Add(1))%len(clients)]
+		ctx := context.Background()
+		for pb.Next() {
+			resp, err := c.ShouldRateLimit(ctx, reqs[int(next.Add(1))%len(reqs)])
+			if err != nil || resp.GetOverallCode() != rlspb.RateLimitResponse_OK {
+				b.Errorf("%v %v", resp, err)
+				return
+			}
+		}
 	})
+	cpu.Stop(b)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 }
 
-func newMem() (*backend.Memory, error) { return backend.NewMemory(server.DefaultMaxKeyBytes) }
-func newRedis(url string) (*backend.Redis, error) {
-	return backend.NewRedis(url, backend.WithTimeout(time.Second))
-}
-func parse(y string) (*config.Config, error) { return config.Parse("bench.yaml", []byte(y)) }
-func quietLogger() *slog.Logger              { return slog.New(slog.DiscardHandler) }
-func dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// bareRLS is the benchmarks' baseline: the library's memstore behind the
+// least an RLS handler does.
+type bareRLS struct {
+	rlspb.UnimplementedRateLimitServiceServer
+	lim   *ratewarden.Limiter
+	limit ratewarden.Limit
 }
 
-// noDegraded fails b when any decision came from a failure policy: the
-// figure must be the store's.
-func noDegraded(b *testing.B, s *server.Server) {
-	mfs, err := s.Registry().Gather()
+func (r *bareRLS) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK}
+	for _, d := range req.GetDescriptors() {
+		var key strings.Builder
+		key.WriteString(req.GetDomain())
+		for _, e := range d.GetEntries() {
+			key.WriteString("/" + e.GetKey() + "=" + e.GetValue())
+		}
+		res, err := r.lim.Allow(ctx, key.String(), r.limit)
+		if err != nil {
+			return nil, err
+		}
+		st := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: uint32(res.Remaining)}
+		if !res.Allowed {
+			st.Code, resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT, rlspb.RateLimitResponse_OVER_LIMIT
+		}
+		resp.Statuses = append(resp.Statuses, st)
+	}
+	return resp, nil
+}
+
+// startBare serves bareRLS on a loopback port until b ends.
+func startBare(b *testing.B) string {
+	st, err := memstore.New()
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() == "ratewarden_degraded_decisions_total" && len(mf.GetMetric()) > 0 {
-			b.Fatalf("degraded decisions during the benchmark: %v", mf.GetMetric())
-		}
+	b.Cleanup(func() { st.Close() })
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		b.Fatal(err)
 	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := grpc.NewServer()
+	rlspb.RegisterRateLimitServiceServer(g, &bareRLS{lim: lim, limit: ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1e9, Period: time.Hour}})
+	go func() { _ = g.Serve(ln) }()
+	b.Cleanup(g.Stop)
+	return ln.Addr().String()
+}
+
+// BenchmarkHTTPCheck: POST /v1/check over loopback, 64 callers, 1000
+// distinct keys, client and server in this process.
+func BenchmarkHTTPCheck(b *testing.B) {
+	for _, kind := range []string{"memory", "redis"} {
+		b.Run(kind, func(b *testing.B) {
+			s := startBench(b, kind)
+			url := "http://" + s.HTTPAddr() + "/v1/check"
+			tr := &http.Transport{MaxIdleConnsPerHost: benchCallers}
+			defer tr.CloseIdleConnections()
+			client := &http.Client{Transport: tr}
+			var n atomic.Int64
+			b.SetParallelism(benchCallers / 2)
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu := server.StartCPU()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					body := `{"key":"user-` + strconv.Itoa(int(n.Add(1)%1000)) + `","policy":"api"}`
+					resp, err := client.Post(url, "application/json", strings.NewReader(body))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						b.Errorf("status %d", resp.StatusCode)
+						return
+					}
+				}
+			})
+			cpu.Stop(b)
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+			server.NoDegraded(b, s)
+		})
+	}
+}
+
+// BenchmarkHTTPHandler is the service's own work per POST /v1/check,
+// without a connection: the handler served in process (body parsing,
+// policy lookup, the Limiter's store call, headers, the JSON answer and
+// metrics), 64 callers, 1000 distinct keys or one hot key.
+func BenchmarkHTTPHandler(b *testing.B) {
+	for _, kind := range []string{"memory", "redis"} {
+		b.Run(kind, func(b *testing.B) {
+			s := server.NewBenchServer(b, server.BenchBackend(b, kind))
+			h := s.Handler()
+			for _, load := range []struct {
+				name string
+				keys int
+			}{{"keys", 1000}, {"hot", 1}} {
+				b.Run(load.name, func(b *testing.B) {
+					bodies := make([][]byte, load.keys)
+					for i := range bodies {
+						bodies[i] = []byte(`{"key":"user-` + strconv.Itoa(i) + `","policy":"api"}`)
+					}
+					var n atomic.Int64
+					b.SetParallelism(benchCallers / 2)
+					b.ReportAllocs()
+					b.ResetTimer()
+					cpu := server.StartCPU()
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							r := httptest.NewRequest(http.MethodPost, "/v1/check", bytes.NewReader(bodies[int(n.Add(1))%len(bodies)]))
+							r.Header.Set("Content-Type", "application/json")
+							w := httptest.NewRecorder()
+							h.ServeHTTP(w, r)
+							if w.Code != http.StatusOK {
+								b.Errorf("status %d: %s", w.Code, w.Body)
+								return
+							}
+						}
+					})
+					cpu.Stop(b)
+					server.NoDegraded(b, s)
+				})
+			}
+		})
+	}
+}
+
+func dial(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 }
