@@ -18,9 +18,10 @@ const (
 	// INVALID_ARGUMENT.
 	InvalidInput
 	// CallerCanceled: the caller's context ended (canceled, or past its
-	// deadline) before the store answered. The caller gave up, the store
-	// is not to blame: do not count or log it as a store failure; nobody
-	// waits for the answer (gRPC: status.FromContextError).
+	// deadline) before the store answered, or it ends too soon for Wait
+	// (ErrWouldExceedDeadline). The caller gave up, the store is not to
+	// blame: do not count or log it as a store failure; nobody waits for
+	// the answer (gRPC: status.FromContextError).
 	CallerCanceled
 	// StoreUnavailable: the store could not decide (ErrStoreUnavailable,
 	// or an error that follows no convention, which is the store's too):
@@ -47,20 +48,23 @@ func (k ErrorKind) String() string {
 
 // Classify sorts err, returned by a Limiter (or Store) call made with ctx,
 // in this order: nil is NoError; an error wrapping one of the input
-// sentinels is InvalidInput; one wrapping ErrKeyState is KeyState (the
-// store's answer arrived, whatever ctx did since); any other error while
-// ctx is done is CallerCanceled; anything else is StoreUnavailable. A nil
-// ctx counts as never done.
+// sentinels (ErrSettled and ErrPermitLost among them: the caller's
+// misuse, nothing changed) is InvalidInput; one wrapping
+// ErrKeyState is KeyState (the store's answer arrived, whatever ctx did
+// since); one wrapping ErrWouldExceedDeadline, and any other error while
+// ctx is done, is CallerCanceled; anything else is StoreUnavailable. A
+// nil ctx counts as never done.
 func Classify(ctx context.Context, err error) ErrorKind {
 	switch {
 	case err == nil:
 		return NoError
 	case errors.Is(err, ErrInvalidKey), errors.Is(err, ErrInvalidLimit),
-		errors.Is(err, ErrInvalidCost), errors.Is(err, ErrInvalidConfig):
+		errors.Is(err, ErrInvalidCost), errors.Is(err, ErrInvalidConfig),
+		errors.Is(err, ErrSettled), errors.Is(err, ErrPermitLost):
 		return InvalidInput
 	case errors.Is(err, ErrKeyState):
 		return KeyState
-	case ctx != nil && ctx.Err() != nil:
+	case errors.Is(err, ErrWouldExceedDeadline), ctx != nil && ctx.Err() != nil:
 		return CallerCanceled
 	default:
 		return StoreUnavailable

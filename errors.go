@@ -29,4 +29,14 @@ var (
 	// never wraps ErrStoreUnavailable and never counts as a store failure.
 	// Reset repairs the key. The error never names the key.
 	ErrKeyState = errors.New("unusable key state")
+	// ErrWouldExceedDeadline reports that Limiter.Wait could admit the
+	// units only after its context's deadline: it returned at once and
+	// consumed nothing. Classify sorts it as CallerCanceled.
+	ErrWouldExceedDeadline = errors.New("would exceed context deadline")
+	// ErrPermitLost reports that a concurrency permit (Limiter.Acquire) is
+	// no longer held: it expired before Permit.Extend, and may already be
+	// another holder's.
+	ErrPermitLost = errors.New("permit lost")
+	// ErrSettled reports a second Settle (or Cancel) of one Reservation.
+	ErrSettled = errors.New("reservation already settled")
 )

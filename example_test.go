@@ -370,10 +370,13 @@ func ExampleLimiter_PeekKeys() {
 // any state.
 func ExampleValidateCharge() {
 	lim := ratewarden.PerMinute(100)
-	fmt.Println(ratewarden.ValidateCharge("user:42", []ratewarden.Limit{lim}, []ratewarden.Spent{{Units: 3, Ago: 2 * time.Second}}))
+	fmt.Println(ratewarden.ValidateCharge("user:42", []ratewarden.Limit{lim}, []ratewarden.Spent{{Units: 3, Ago: 2 * time.Second}, {Units: -2}}))
 	err := ratewarden.ValidateCharge("user:42", []ratewarden.Limit{lim}, []ratewarden.Spent{{Units: 0}})
 	fmt.Println(err, errors.Is(err, ratewarden.ErrInvalidCost))
+	err = ratewarden.ValidateCharge("user:42", []ratewarden.Limit{lim}, []ratewarden.Spent{{Units: 1, Ago: -time.Second}})
+	fmt.Println(err)
 	// Output:
 	// <nil>
-	// ratewarden: spent[0]: units must be >= 1, got 0: invalid cost true
+	// ratewarden: spent[0]: units must not be 0: invalid cost true
+	// ratewarden: spent[0]: a charge cannot be dated in the future (ago -1s); only refunds can: invalid cost
 }

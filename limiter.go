@@ -209,5 +209,8 @@ func validateCheck(where, key string, limits []Limit, n int64) error {
 // ValidateRequest checks a Request as the Limiter does before calling a
 // Store. Decorators and services that build Requests themselves use it.
 func ValidateRequest(req *Request) error {
+	if req.MaxDelay < 0 || req.MaxDelay > MaxPeriod {
+		return fmt.Errorf("ratewarden: max delay must be between 0 and %v, got %v: %w", MaxPeriod, req.MaxDelay, ErrInvalidCost)
+	}
 	return validateCheck("", req.Key, req.Limits, req.Cost)
 }

@@ -57,6 +57,10 @@ type Result struct {
 	// ResetAfter is the time after which the limit is back to its full
 	// allowance if nothing else consumes meanwhile. Zero when it already is.
 	ResetAfter time.Duration
+	// Delay is zero but for a reservation admitted ahead of time (a check
+	// with Request.MaxDelay, as Limiter.Wait makes): how long after the
+	// decision the admitted units may be used.
+	Delay time.Duration
 	// Source tells who decided; see Source.Degraded.
 	Source Source
 }

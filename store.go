@@ -11,7 +11,8 @@ import (
 //
 // The Limiter validates a Request before a Store sees it, so a Store may
 // assume: Key is non-empty, Limits has at least one element and every Limit
-// is valid, and 0 <= Cost <= every limit's Capacity.
+// is valid, 0 <= Cost <= every limit's Capacity, and 0 <= MaxDelay <=
+// MaxPeriod.
 type Request struct {
 	Key    string
 	Limits []Limit
@@ -20,11 +21,33 @@ type Request struct {
 	Cost int64
 	// Peek asks for the decision a Cost would get now, without consuming.
 	Peek bool
+	// MaxDelay > 0 makes the check a reservation (Limiter.Wait): when
+	// every limit is a TokenBucket, a Cost that does not fit now but fits
+	// within MaxDelay is admitted now for use Result.Delay later, and
+	// consumed as if it arrived then, so reservations made on any replica
+	// are served in the order they were made. The delay is the largest any
+	// limit needs. With any other algorithm among Limits (a window cannot
+	// promise capacity it has not reached) MaxDelay is ignored. With Peek
+	// it reports the delay a reservation would get, consuming nothing.
+	MaxDelay time.Duration
+	// Refundable marks a check whose cost may be settled afterwards
+	// (Limiter.Reserve): a refund on any replica can free capacity at any
+	// moment, so a decision remembered locally (a deny cache, leased
+	// capacity) must not answer it.
+	Refundable bool
 }
+
+// Cacheable reports whether a decorator may answer r from what it holds
+// locally (a remembered denial, leased capacity) and remember r's denial:
+// false for reservations (MaxDelay) and refundable checks, which only the
+// store decides.
+func (r *Request) Cacheable() bool { return r.MaxDelay == 0 && !r.Refundable }
 
 // Store is the seam every backend implements: memstore (in process),
 // redisstore (Redis), and decorators that wrap another Store (fallback,
-// deny cache, metrics).
+// deny cache, metrics). Stores may also implement Charger (costs settled
+// after the fact) and PermitStore (concurrency limits); the stores and
+// decorators of this module implement all three.
 //
 // Implementations must be safe for concurrent use and must not retain req or
 // res after a call returns.
@@ -46,30 +69,54 @@ type Store interface {
 	Reset(ctx context.Context, key string, limits ...Limit) error
 }
 
-// Spent is Units consumed outside a store, Ago before a Charge call.
+// Spent is Units consumed outside a check, Ago before a Charge call; or,
+// with Units < 0, units given back.
 type Spent struct {
+	// Units is the number of units charged (> 0) or refunded (< 0); never
+	// 0.
 	Units int64
-	Ago   time.Duration
+	// Ago is how long before the Charge call the units were admitted. A
+	// negative Ago, only with Units < 0, dates a token-bucket reservation
+	// not yet reached (see Charger).
+	Ago time.Duration
 }
 
-// Charger is implemented by stores that can take in units consumed
-// elsewhere: the units a failure policy admitted while the store could not
-// be reached (package fallback writes them back when it returns), or a
-// cost known only after the fact.
+// Charger is implemented by stores that take in costs known only after
+// the fact: the units a failure policy admitted while the store could not
+// be reached (package fallback writes them back when it returns), the
+// difference between a reservation's estimate and its actual cost
+// (Reservation.Settle), a reservation given back (Limiter.Wait canceled).
 //
-// Charge adds each Spent to key's state under every one of limits where a
-// check made Ago before would have counted it, as far as that still
-// matters now: in a fixed or sliding window that is still the current one
-// (for a sliding window, also the previous one, which weighs on the
-// current), in a sliding log while the instant is in the window, in a
-// token bucket whose TAT it moves past now. Units whose effect has ended
-// are dropped. A charge never denies and may take the count past the
-// limit; later checks see it. spent should be oldest first.
+// Charge applies each Spent, oldest first, to key's state under every one
+// of limits, where a check made at the instant it is dated (now − Ago)
+// counted or would have counted it, as far as that still matters now:
 //
-// Bad input (an invalid key or limit, Units < 1, Ago < 0) is an error
-// wrapping the sentinel for the field, and changes nothing.
+//   - FixedWindow: in the window of that instant while it is the current
+//     one. SlidingWindow: the same, and also while it is the previous one,
+//     which weighs on the current.
+//   - SlidingLog: as entries at that instant while it is in the window; a
+//     refund removes that many entries at or before it, newest first.
+//   - TokenBucket: a charge moves the TAT (from that instant, or the TAT
+//     when later) by Units emission intervals; a refund moves it back by
+//     as many, not before now (a full bucket holds no more).
+//   - A refund dated in the future (Ago < 0) gives back a reservation
+//     made with Request.MaxDelay: now − Ago is the TAT that reservation
+//     left (its Result's ResetAfter after the decision). A TokenBucket
+//     takes it back only when no reservation was made after it (its TAT
+//     is within half an emission interval of that instant); windows and
+//     logs, which never reserve, take nothing.
+//
+// Units whose effect has ended are dropped: a charge then adds nothing, a
+// refund gives nothing back, and a window never goes below zero. A charge
+// never denies and may take the count past the limit; later checks see it.
+// When applied is not nil (it has len(limits) elements) Charge writes into
+// it, per limit, the units that took effect: the sum of the Units, less
+// what was dropped.
+//
+// Bad input (an invalid key or limit, Units of 0, Ago < 0 with Units > 0)
+// is an error wrapping the sentinel for the field, and changes nothing.
 type Charger interface {
-	Charge(ctx context.Context, key string, limits []Limit, spent ...Spent) error
+	Charge(ctx context.Context, key string, limits []Limit, spent []Spent, applied []int64) error
 }
 
 // ValidateCharge reports the first problem with a Charge's arguments, as an
@@ -80,12 +127,58 @@ func ValidateCharge(key string, limits []Limit, spent []Spent) error {
 		return err
 	}
 	for i, s := range spent {
-		if s.Units < 1 {
-			return fmt.Errorf("ratewarden: spent[%d]: units must be >= 1, got %d: %w", i, s.Units, ErrInvalidCost)
-		}
-		if s.Ago < 0 {
-			return fmt.Errorf("ratewarden: spent[%d]: ago must be >= 0, got %v: %w", i, s.Ago, ErrInvalidCost)
+		switch {
+		case s.Units == 0:
+			return fmt.Errorf("ratewarden: spent[%d]: units must not be 0: %w", i, ErrInvalidCost)
+		case s.Units > MaxRate || s.Units < -MaxRate:
+			return fmt.Errorf("ratewarden: spent[%d]: units must be within ±%d, got %d: %w", i, int64(MaxRate), s.Units, ErrInvalidCost)
+		case s.Ago < 0 && s.Units > 0:
+			return fmt.Errorf("ratewarden: spent[%d]: a charge cannot be dated in the future (ago %v); only refunds can: %w", i, s.Ago, ErrInvalidCost)
+		case s.Ago > MaxPeriod || s.Ago < -MaxPeriod:
+			return fmt.Errorf("ratewarden: spent[%d]: ago must be within ±%v, got %v: %w", i, MaxPeriod, s.Ago, ErrInvalidCost)
 		}
 	}
 	return nil
 }
+
+// PermitStore is implemented by stores that hold concurrency limits
+// (Limiter.Acquire): at most max permits of a key held at once, on every
+// replica together. Each permit belongs to a holder (an identifier unique
+// to one Acquire) and expires ttl after it was acquired or last extended,
+// so a holder that dies without releasing frees its permit after ttl.
+//
+// The Limiter validates before a PermitStore sees a call: key and holder
+// are non-empty, 1 <= max <= MaxPermits, MinPeriod <= ttl <= MaxPeriod.
+type PermitStore interface {
+	// Acquire takes a permit of key for holder when fewer than max
+	// permits are held (expired ones do not count) and holder holds none;
+	// otherwise it changes nothing. Over the limit is a result, not an
+	// error.
+	Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (PermitResult, error)
+	// Release gives holder's permit of key back. It reports false, with
+	// no error, when holder holds none (it expired, or was released).
+	Release(ctx context.Context, key, holder string) (bool, error)
+	// Extend makes holder's permit of key expire ttl from now. It reports
+	// false, changing nothing, when holder holds none: the permit expired
+	// and may have been given to another holder since.
+	Extend(ctx context.Context, key, holder string, ttl time.Duration) (bool, error)
+}
+
+// PermitResult is the outcome of PermitStore.Acquire.
+type PermitResult struct {
+	// Acquired reports whether holder now holds a permit.
+	Acquired bool
+	// Held is the number of permits of the key held after the call, the
+	// new one included.
+	Held int64
+	// RetryAfter is zero when Acquired; otherwise the time until the
+	// soonest-expiring permit of the key expires. A release frees one
+	// sooner.
+	RetryAfter time.Duration
+	// Source tells who decided; see Source.Degraded.
+	Source Source
+}
+
+// MaxPermits is the largest max of a concurrency limit (Limiter.Acquire):
+// a Redis key holds one sorted-set member per permit held.
+const MaxPermits = 1_000_000

@@ -298,12 +298,12 @@ var _ ratewarden.Store = (*Store)(nil)
 // the charge on. A charge only consumes, so the denials remembered stay
 // true. With an inner store that is no Charger it is an error wrapping
 // ratewarden.ErrInvalidConfig, and nothing changes.
-func (s *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent ...ratewarden.Spent) error {
+func (s *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
 	c, ok := s.inner.(ratewarden.Charger)
 	if !ok {
 		return fmt.Errorf("denycache: charge: the inner store (%T) takes no charges: %w", s.inner, ratewarden.ErrInvalidConfig)
 	}
-	return c.Charge(ctx, key, limits, spent...)
+	return c.Charge(ctx, key, limits, spent, applied)
 }
 
 var _ ratewarden.Charger = (*Store)(nil)

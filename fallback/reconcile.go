@@ -361,7 +361,7 @@ func (s *Store) charge(e *jentry) (int64, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), reconcileTimeout)
 	defer cancel()
-	return n, s.charger.Charge(ctx, e.key, e.limits, spent...)
+	return n, s.charger.Charge(ctx, e.key, e.limits, spent, nil)
 }
 
 func (s *Store) logReconcile(keys, units, failed, dropped int64, err error) {

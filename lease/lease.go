@@ -441,8 +441,8 @@ var _ ratewarden.Store = (*Store)(nil)
 // units spent elsewhere count in the shared state. Units already leased to
 // this replica stay leased: they were taken from the same count, so the
 // charge only makes Redis deny sooner.
-func (l *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent ...ratewarden.Spent) error {
-	if err := l.store.Charge(ctx, key, limits, spent...); err != nil {
+func (l *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
+	if err := l.store.Charge(ctx, key, limits, spent, applied); err != nil {
 		return fmt.Errorf("lease: %w", err)
 	}
 	return nil

@@ -21,7 +21,7 @@ type chargeScript struct {
 // ratewarden.Charger specifies, on Redis' clock (Ago counts back from the
 // script's now). Bad input is an error naming the field, and reaches no
 // Redis; the failures are Check's.
-func (s *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent ...ratewarden.Spent) error {
+func (s *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
 	if err := ratewarden.ValidateCharge(key, limits, spent); err != nil {
 		return fmt.Errorf("redisstore: charge: %w", err)
 	}
@@ -58,6 +58,9 @@ func (s *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limi
 	}
 	if len(out) != 1+len(limits) {
 		return fmt.Errorf("redisstore: charge %s: reply has %d integers, want %d: %w", limits[0].Scope(), len(out), 1+len(limits), ratewarden.ErrStoreUnavailable)
+	}
+	if applied != nil {
+		copy(applied, out[1:])
 	}
 	return nil
 }

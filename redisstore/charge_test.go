@@ -52,7 +52,7 @@ func TestCharge(t *testing.T) {
 	} {
 		key := "charge:" + tc.name
 		ev.now = t0
-		if err := s.Charge(bg, key, []ratewarden.Limit{tc.lim}, tc.spent...); err != nil {
+		if err := s.Charge(bg, key, []ratewarden.Limit{tc.lim}, tc.spent, nil); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		if got := remaining(key, tc.lim); got != tc.want {
@@ -69,7 +69,7 @@ func TestCharge(t *testing.T) {
 	}
 	// Multi-limit charges count in every limit.
 	ev.now = t0
-	if err := s.Charge(bg, "multi", []ratewarden.Limit{fw, sl}, ratewarden.Spent{Units: 2}); err != nil {
+	if err := s.Charge(bg, "multi", []ratewarden.Limit{fw, sl}, []ratewarden.Spent{{Units: 2}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := remaining("multi", fw), remaining("multi", sl); a != 8 || b != 8 {
@@ -93,7 +93,7 @@ func TestChargeBadInput(t *testing.T) {
 		"negative ago":  {"k", []ratewarden.Limit{lim}, []ratewarden.Spent{{Units: 1, Ago: -time.Second}}, ratewarden.ErrInvalidCost},
 		"invalid limit": {"k", []ratewarden.Limit{{Rate: 0, Period: time.Second}}, []ratewarden.Spent{{Units: 1}}, ratewarden.ErrInvalidLimit},
 	} {
-		if err := s.Charge(bg, tc.key, tc.limits, tc.spent...); !errors.Is(err, tc.want) {
+		if err := s.Charge(bg, tc.key, tc.limits, tc.spent, nil); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", name, err, tc.want)
 		}
 	}
@@ -101,7 +101,7 @@ func TestChargeBadInput(t *testing.T) {
 		t.Errorf("bad charges left %s keys", n)
 	}
 	do(t, srv, "SET", s.Key("wrong", lim), "x")
-	if err := s.Charge(bg, "wrong", []ratewarden.Limit{lim}, ratewarden.Spent{Units: 1}); !errors.Is(err, ratewarden.ErrKeyState) {
+	if err := s.Charge(bg, "wrong", []ratewarden.Limit{lim}, []ratewarden.Spent{{Units: 1}}, nil); !errors.Is(err, ratewarden.ErrKeyState) {
 		t.Errorf("charge of a malformed key: %v, want ErrKeyState", err)
 	}
 }

@@ -180,7 +180,7 @@ func TestFormsMeetThroughChargeAndLease(t *testing.T) {
 	}
 	charge := func(s *Store, lim ratewarden.Limit, n int64) {
 		t.Helper()
-		if err := s.Charge(bg, "m", []ratewarden.Limit{lim}, ratewarden.Spent{Units: n}); err != nil {
+		if err := s.Charge(bg, "m", []ratewarden.Limit{lim}, []ratewarden.Spent{{Units: n}}, nil); err != nil {
 			t.Fatalf("%v charge %d: %v", lim, n, err)
 		}
 	}

@@ -59,6 +59,9 @@ type Outcome struct {
 	ExpireAt int64
 	// Wrote reports that the state changed and must be stored.
 	Wrote bool
+	// Delay is the wait (µs) of a reservation admitted ahead of time
+	// (TokenBucketReserve); 0 otherwise.
+	Delay int64
 }
 
 // Window is the state of FixedWindow and SlidingWindow: the start of the
@@ -293,4 +296,223 @@ func SlidingLog(s Log, now int64, p Params, n int64, consume bool) (Log, Outcome
 		o.ExpireAt = live[len(live)-1] + p.Period
 	}
 	return s, o
+}
+
+// TokenBucketReserve decides n units reserved for now + delay, where delay
+// >= 0 is at least the wait n needs on this bucket (the RetryAfter of
+// TokenBucket's denial, or 0): the units are admitted for use delay from
+// now, and with consume the TAT moves as if they arrived then, from now +
+// delay or the TAT when that is later. Remaining is read at now. A
+// multi-limit reservation passes every bucket the largest delay any of
+// them needs.
+func TokenBucketReserve(s Bucket, now int64, p Params, n, delay int64, consume bool) (Bucket, Outcome) {
+	t := s
+	if t.F >= p.Rate {
+		t = Bucket{T: t.T + 1}
+	}
+	if t.T < now {
+		t = Bucket{T: now}
+	}
+	o := Outcome{Allowed: true, Delay: delay}
+	if consume && n > 0 {
+		if at := now + delay; t.T < at {
+			t = Bucket{T: at}
+		}
+		t = bucketAdvance(t, n, p)
+		s = t
+		o.Wrote = true
+	}
+	o.Remaining = max(p.Capacity-bucketUsed(t, now, p), 0)
+	o.ExpireAt = ceilTAT(t)
+	o.ResetAfter = o.ExpireAt - now
+	return s, o
+}
+
+// Charged is one unit count of Charge, dated: Units (> 0 a charge, < 0 a
+// refund) at the instant At (µs).
+type Charged struct {
+	Units, At int64
+}
+
+// ChargeWindow applies spent, in order, to a FixedWindow (sliding false)
+// or SlidingWindow state at now, as ratewarden.Charger specifies: units
+// dated in the current window count there, in the previous one (sliding
+// only) there, elsewhere nowhere; a refund takes away at most what its
+// window holds, and a refund dated after now nothing. It returns the new
+// state, the units that took effect, and whether the state changed (then
+// store it, to expire at expireAt).
+func ChargeWindow(s Window, now int64, p Params, sliding bool, spent []Charged) (w Window, applied int64, changed bool, expireAt int64) {
+	P := p.Period
+	ws := now - now%P
+	var curr, prev int64
+	switch {
+	case s.Start == ws:
+		curr, prev = s.Curr, s.Prev
+	case sliding && s.Start == ws-P:
+		prev = s.Curr
+	}
+	for _, c := range spent {
+		if c.At > now {
+			continue
+		}
+		switch c.At - c.At%P {
+		case ws:
+			d := chargeCount(&curr, c.Units)
+			applied, changed = applied+d, changed || d != 0
+		case ws - P:
+			if sliding {
+				d := chargeCount(&prev, c.Units)
+				applied, changed = applied+d, changed || d != 0
+			}
+		}
+	}
+	if !changed {
+		return s, 0, false, 0
+	}
+	if !sliding {
+		return Window{Start: ws, Curr: curr}, applied, true, ws + P
+	}
+	return Window{Start: ws, Curr: curr, Prev: prev}, applied, true, ws + 2*P
+}
+
+// chargeCount adds units to *count, not below 0, and returns the change.
+func chargeCount(count *int64, units int64) int64 {
+	d := max(units, -*count)
+	*count += d
+	return d
+}
+
+// ChargeBucket applies spent, in order, to a TokenBucket state at now, as
+// ratewarden.Charger specifies: a charge moves the TAT (from its instant,
+// or the TAT when later) by Units emission intervals; a refund dated at or
+// before now moves it back by as many, not before now; a refund dated
+// after now (a reservation given back; At is the TAT it left) only when
+// the TAT is within half an emission interval of At. A refund gives back
+// at most the units the bucket holds (rounded up). applied counts a
+// charge's units only when the TAT ends up after now (a bucket that has
+// refilled by now kept nothing of them). When changed, store the returned
+// state to expire at expireAt; expireAt <= now means no state at all.
+func ChargeBucket(s Bucket, now int64, p Params, spent []Charged) (b Bucket, applied int64, changed bool, expireAt int64) {
+	t := s
+	if t.F >= p.Rate {
+		t = Bucket{T: t.T + 1}
+	}
+	var charged int64
+	for _, c := range spent {
+		switch {
+		case c.Units > 0:
+			if t.T < c.At {
+				t = Bucket{T: c.At}
+			}
+			t = bucketAdvance(t, c.Units, p)
+			charged += c.Units
+			changed = true
+		case t.T < now: // full: nothing to give back
+		case c.At > now && !nearTAT(t, c.At, p):
+		default:
+			held := bucketUsed(t, now, p)
+			t = bucketBack(t, -c.Units, p)
+			if t.T < now {
+				t = Bucket{T: now}
+			}
+			applied -= min(-c.Units, held)
+			changed = true
+		}
+	}
+	if !changed {
+		return s, 0, false, 0
+	}
+	expireAt = ceilTAT(t)
+	if expireAt > now {
+		applied += charged
+	}
+	return t, applied, true, expireAt
+}
+
+// nearTAT reports whether the TAT t is within half an emission interval
+// (Period / Rate / 2) of the instant at: |(t.T − at) × Rate + t.F| × 2 <=
+// Period.
+func nearTAT(t Bucket, at int64, p Params) bool {
+	d := t.T - at
+	if d > p.Period || d < -p.Period { // beyond any interval; keeps the product small
+		return false
+	}
+	x := d*p.Rate + t.F // |d| <= Period < 2^46, Rate <= Period: below 2^63
+	if x < 0 {
+		x = -x
+	}
+	return 2*x <= p.Period
+}
+
+// bucketBack moves the TAT of t back by n emission intervals.
+func bucketBack(t Bucket, n int64, p Params) Bucket {
+	q, r := MulDiv(n, p.Period, p.Rate)
+	t.F -= r
+	if t.F < 0 {
+		q, t.F = q+1, t.F+p.Rate
+	}
+	t.T -= q
+	return t
+}
+
+// ChargeLog applies spent, in order, to a SlidingLog state at now, as
+// ratewarden.Charger specifies: a charge dated in the window adds Units
+// entries at its instant, at most Rate (the log stays oldest first); a refund dated at
+// or before now removes up to -Units entries at or before its instant,
+// newest first; anything else is dropped. Entries that have left the
+// window are dropped first. When changed, store the returned log, to
+// expire at expireAt (its newest entry + Period; <= now when it is empty).
+// It may reuse the backing array of s.
+func ChargeLog(s Log, now int64, p Params, spent []Charged) (l Log, applied int64, changed bool, expireAt int64) {
+	cut := now - p.Period
+	i := 0
+	for i < len(s) && s[i] <= cut {
+		i++
+	}
+	if i > 0 {
+		s = s[:copy(s, s[i:])]
+		changed = true
+	}
+	for _, c := range spent {
+		switch {
+		case c.Units > 0 && c.At > cut:
+			// Rate entries at one instant fill the window until they
+			// leave it: more would change no decision, only memory.
+			n := min(c.Units, p.Rate)
+			s = insertLog(s, c.At, n)
+			applied, changed = applied+n, true
+		case c.Units < 0 && c.At <= now:
+			j := len(s) // after the last entry at or before c.At
+			for j > 0 && s[j-1] > c.At {
+				j--
+			}
+			k := max(j+int(max(c.Units, -int64(j))), 0) // remove s[k:j]
+			if k < j {
+				s = append(s[:k], s[j:]...)
+				applied, changed = applied-int64(j-k), true
+			}
+		}
+	}
+	if !changed {
+		return s, 0, false, 0
+	}
+	if len(s) == 0 {
+		return s, applied, true, now
+	}
+	return s, applied, true, s[len(s)-1] + p.Period
+}
+
+// insertLog inserts n entries at instant at into the sorted log s, after
+// any entries at the same instant.
+func insertLog(s Log, at, n int64) Log {
+	j := len(s)
+	for j > 0 && s[j-1] > at {
+		j--
+	}
+	s = append(s, make(Log, n)...)
+	copy(s[j+int(n):], s[j:len(s)-int(n)])
+	for k := j; k < j+int(n); k++ {
+		s[k] = at
+	}
+	return s
 }

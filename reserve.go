@@ -1,0 +1,129 @@
+package ratewarden
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Reservation is a cost admitted on an estimate, to be settled with the
+// actual cost once it is known (Limiter.Reserve). Settle or Cancel it
+// exactly once; a Reservation is safe for concurrent use.
+type Reservation struct {
+	// Decision is the reservation's admission: Allowed when every limit
+	// admitted the estimate, which was then consumed from each; otherwise
+	// nothing was consumed and there is nothing to settle.
+	Decision
+
+	l        *Limiter
+	key      string
+	limits   []Limit
+	estimate int64
+	at       time.Time // when the store's answer arrived
+	settled  atomic.Bool
+}
+
+// Settlement is the outcome of Reservation.Settle.
+type Settlement struct {
+	// Delta is the actual cost minus the estimate: the units the
+	// settlement charged (> 0) or gave back (< 0).
+	Delta int64
+	// Applied holds, per limit in the order of the reservation, the units
+	// that took effect: Delta while the window (or log, or bucket) the
+	// reservation counted in still matters; 0, or less than Delta, where
+	// that has ended (a window gone by, a bucket that refilled meanwhile),
+	// and for a limit a failure policy admitted without counting
+	// (fallback's FailOpen). It is nil when Delta is 0 or the reservation
+	// was denied.
+	Applied []int64
+}
+
+// Reserve admits estimate units for key against every one of limits, as
+// AllowAll does (one atomic store call, all-or-nothing), for a cost known
+// only afterwards: the tokens of an LLM completion, the bytes of a
+// download, or whether a login attempt failed. Settle the Reservation with
+// the actual cost when it is known: the difference is charged or given
+// back in one atomic store call, so concurrent settlements on any replica
+// stay exact. A denied Reservation consumed nothing.
+//
+// Decorators that answer from local copies (a deny cache, leases) pass
+// reservations to the store, since a refund on another replica can free
+// capacity at any moment. The store must implement Charger (the stores of
+// this module do); otherwise Reserve returns an error wrapping
+// ErrInvalidConfig and consumes nothing. Bad input is an error as for
+// AllowAll.
+func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64, limits ...Limit) (*Reservation, error) {
+	if err := validateCheck("", key, limits, estimate); err != nil {
+		return nil, err
+	}
+	if _, ok := l.store.(Charger); !ok {
+		return nil, fmt.Errorf("ratewarden: reserve: the store (%T) cannot settle costs: it is not a ratewarden.Charger: %w", l.store, ErrInvalidConfig)
+	}
+	own := append([]Limit(nil), limits...) // the caller may reuse limits before settling
+	res := make([]Result, len(own))
+	req := Request{Key: key, Limits: own, Cost: estimate, Refundable: true}
+	err := l.store.Check(ctx, &req, res)
+	l.notify(key, res, err)
+	if err != nil {
+		return nil, err
+	}
+	return &Reservation{
+		Decision: Decision{Allowed: allAllowed(res), Results: res},
+		l:        l, key: key, limits: own, estimate: estimate, at: time.Now(),
+	}, nil
+}
+
+// Settle tells the actual cost of an admitted reservation: actual −
+// estimate units are charged to every limit (a charge never denies, and
+// may take a count past its limit) or given back, where the reservation
+// counted (see Charger for each algorithm). A settlement after the window
+// the reservation counted in has ended applies to nothing, and Applied
+// says so.
+//
+// A denied reservation, or actual equal to the estimate, settles without
+// a store call. Limits a failure policy admitted without counting
+// (fallback's FailOpen) are left out. Settle and Cancel may be called once
+// in all: a second call returns an error wrapping ErrSettled, and a
+// negative actual one wrapping ErrInvalidCost (neither changes anything).
+// A store error leaves it unknown whether the store applied the
+// settlement; it is not retried.
+func (r *Reservation) Settle(ctx context.Context, actual int64) (Settlement, error) {
+	if actual < 0 || actual > MaxRate {
+		return Settlement{}, fmt.Errorf("ratewarden: settle: actual cost must be between 0 and %d, got %d: %w", int64(MaxRate), actual, ErrInvalidCost)
+	}
+	if r.settled.Swap(true) {
+		return Settlement{}, fmt.Errorf("ratewarden: settle: %w", ErrSettled)
+	}
+	delta := actual - r.estimate
+	if !r.Allowed || delta == 0 {
+		return Settlement{Delta: delta}, nil
+	}
+	s := Settlement{Delta: delta, Applied: make([]int64, len(r.limits))}
+	counted := make([]Limit, 0, len(r.limits))
+	idx := make([]int, 0, len(r.limits))
+	for i, res := range r.Results {
+		if res.Source != SourceFailOpen {
+			counted = append(counted, r.limits[i])
+			idx = append(idx, i)
+		}
+	}
+	if len(counted) == 0 {
+		return s, nil
+	}
+	applied := make([]int64, len(counted))
+	spent := []Spent{{Units: delta, Ago: time.Since(r.at)}}
+	if err := r.l.store.(Charger).Charge(ctx, r.key, counted, spent, applied); err != nil {
+		return Settlement{}, err
+	}
+	for j, i := range idx {
+		s.Applied[i] = applied[j]
+	}
+	return s, nil
+}
+
+// Cancel gives the whole estimate back: Settle(ctx, 0), for work that
+// did not happen.
+func (r *Reservation) Cancel(ctx context.Context) (Settlement, error) {
+	return r.Settle(ctx, 0)
+}
