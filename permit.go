@@ -118,13 +118,14 @@ func validatePermit(max int64, ttl time.Duration) error {
 
 // Release gives the permit back, so another holder can take it now rather
 // than after its ttl. Releasing a permit that was not acquired, was
-// released already, or has expired does nothing and returns nil. On a
+// released already, has expired, or was granted by fallback's FailOpen
+// (held nowhere) does nothing and returns nil. On a
 // store error the permit stays held until its ttl; Release may be called
 // again.
 func (p *Permit) Release(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.Acquired || p.done {
+	if !p.Acquired || p.done || p.Source == SourceFailOpen { // a FailOpen permit is held nowhere
 		return nil
 	}
 	if _, err := p.l.store.(PermitStore).Release(ctx, p.key, p.holder); err != nil {
@@ -147,6 +148,9 @@ func (p *Permit) Extend(ctx context.Context, ttl time.Duration) error {
 	defer p.mu.Unlock()
 	if !p.Acquired || p.done {
 		return fmt.Errorf("ratewarden: extend: the permit is not held (never acquired, or released): %w", ErrPermitLost)
+	}
+	if p.Source == SourceFailOpen {
+		return nil // admitted by a failure policy without being held anywhere
 	}
 	ok, err := p.l.store.(PermitStore).Extend(ctx, p.key, p.holder, ttl)
 	switch {
