@@ -95,7 +95,9 @@ type Spent struct {
 //     one. SlidingWindow: the same, and also while it is the previous one,
 //     which weighs on the current.
 //   - SlidingLog: as entries at that instant while it is in the window; a
-//     refund removes that many entries at or before it, newest first.
+//     refund dated in the window removes that many entries, those at or
+//     before the instant newest first, then the oldest after it (the
+//     instant is an estimate on the caller's clock).
 //   - TokenBucket: a charge moves the TAT (from that instant, or the TAT
 //     when later) by Units emission intervals; a refund moves it back by
 //     as many, not before now (a full bucket holds no more).

@@ -74,6 +74,9 @@ type Store struct {
 	maxKey int              // longest key in bytes
 	closed atomic.Bool
 	clock  clock
+	// permits holds the concurrency limits (Acquire), apart from the
+	// rate-limit states.
+	permits permits
 }
 
 // shard holds the states of the keys that hash to it. It fills two cache
@@ -259,6 +262,7 @@ func New(opts ...Option) (*Store, error) {
 		n >>= 1
 	}
 	s := &Store{shards: make([]shard, n), mask: uint64(n - 1), seed: maphash.MakeSeed(), now: c.clock, maxKey: c.maxKeyBytes}
+	s.permits.init(c.maxKeys)
 	for i := range s.shards {
 		s.shards[i].m = make(map[uint64]*entry)
 		s.shards[i].cap = c.maxKeys / n
@@ -292,17 +296,16 @@ func (s *Store) Check(_ context.Context, req *ratewarden.Request, res []rateward
 	if s.closed.Load() {
 		return errClosed
 	}
-	var now int64
-	if s.now != nil {
-		now = s.now().UnixMicro()
-	} else {
-		now = s.clock.nowMicro()
-	}
+	now := s.nowMicro()
 	h := maphash.String(s.seed, req.Key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	consume := req.Cost > 0 && !req.Peek
+	if req.MaxDelay > 0 && allBuckets(req.Limits) {
+		sh.reserve(req, res, h, now)
+		return nil
+	}
 	if len(req.Limits) == 1 {
 		// One limit: its own verdict is the whole verdict, so evaluate and
 		// consume in one step.
@@ -331,6 +334,15 @@ func (s *Store) Check(_ context.Context, req *ratewarden.Request, res []rateward
 		}
 	}
 	return nil
+}
+
+// nowMicro is the store's time in Unix microseconds: WithClock's, or its
+// own clock's.
+func (s *Store) nowMicro() int64 {
+	if s.now != nil {
+		return s.now().UnixMicro()
+	}
+	return s.clock.nowMicro()
 }
 
 // Reset implements ratewarden.Store: it deletes key's states under limits.
@@ -381,6 +393,12 @@ func (s *Store) Close() error {
 		sh.mu.Lock()
 		clear(sh.m)
 		sh.n = 0
+		sh.mu.Unlock()
+	}
+	for i := range s.permits.shards {
+		sh := &s.permits.shards[i]
+		sh.mu.Lock()
+		clear(sh.keys)
 		sh.mu.Unlock()
 	}
 	return nil

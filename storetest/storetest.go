@@ -123,6 +123,11 @@ func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 		{"IndependentKeys", testIndependentKeys},
 		{"OddKeys", testOddKeys},
 		{"Concurrent", testConcurrent},
+		{"Settle", testSettle},
+		{"SettleMultiLimit", testSettleMulti},
+		{"SettleRacing", testSettleRacing},
+		{"SettleAfterItsWindow", testSettleExpired},
+		{"RefundFloor", testRefundFloor},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,6 +148,23 @@ func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 		t.Parallel()
 		testSlidingDecay(t, newEnv(t, newSubject))
 	})
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T, *env)
+	}{
+		{"Reserve", testReserve},
+		{"ReserveMultiLimit", testReserveMulti},
+		{"ReserveGiveBack", testGiveBack},
+		{"Permits", testPermits},
+		{"PermitExpiry", testPermitExpiry},
+		{"PermitsConcurrent", testPermitsConcurrent},
+		{"PermitBadInput", testPermitBadInput},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newEnv(t, newSubject))
+		})
+	}
 }
 
 // env is one subtest's Subject, a Limiter on it and a unique key prefix.

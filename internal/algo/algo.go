@@ -18,6 +18,7 @@ package algo
 
 import (
 	"math/bits"
+	"time"
 
 	"github.com/ratewarden/ratewarden"
 )
@@ -388,10 +389,12 @@ func chargeCount(count *int64, units int64) int64 {
 // before now moves it back by as many, not before now; a refund dated
 // after now (a reservation given back; At is the TAT it left) only when
 // the TAT is within half an emission interval of At. A refund gives back
-// at most the units the bucket holds (rounded up). applied counts a
-// charge's units only when the TAT ends up after now (a bucket that has
-// refilled by now kept nothing of them). When changed, store the returned
-// state to expire at expireAt; expireAt <= now means no state at all.
+// at most the units the bucket holds (rounded up). A charge takes the TAT
+// at most ChargeHorizon past now (the units beyond are dropped), so that
+// every instant stays exact. applied counts a charge's units only when the
+// TAT ends up after now (a bucket that has refilled by now kept nothing of
+// them). When changed, store the returned state to expire at expireAt;
+// expireAt <= now means no state at all.
 func ChargeBucket(s Bucket, now int64, p Params, spent []Charged) (b Bucket, applied int64, changed bool, expireAt int64) {
 	t := s
 	if t.F >= p.Rate {
@@ -404,14 +407,21 @@ func ChargeBucket(s Bucket, now int64, p Params, spent []Charged) (b Bucket, app
 			if t.T < c.At {
 				t = Bucket{T: c.At}
 			}
-			t = bucketAdvance(t, c.Units, p)
-			charged += c.Units
+			n := min(c.Units, bucketRoom(t, now+ChargeHorizon, p))
+			t = bucketAdvance(t, n, p)
+			charged += n
 			changed = true
 		case t.T < now: // full: nothing to give back
 		case c.At > now && !nearTAT(t, c.At, p):
 		default:
 			held := bucketUsed(t, now, p)
-			t = bucketBack(t, -c.Units, p)
+			if -c.Units < held {
+				t = bucketBack(t, -c.Units, p)
+			} else {
+				// All it holds: back to now or before, a full bucket.
+				// (Moving back by more could overflow.)
+				t = Bucket{T: now}
+			}
 			if t.T < now {
 				t = Bucket{T: now}
 			}
@@ -429,15 +439,38 @@ func ChargeBucket(s Bucket, now int64, p Params, spent []Charged) (b Bucket, app
 	return t, applied, true, expireAt
 }
 
+// ChargeHorizon is how far past now (µs) a charge may take a bucket's
+// TAT: twice ratewarden.MaxPeriod, so a bucket owes at most MaxPeriod
+// beyond a full drain (which takes at most MaxPeriod), and every instant
+// stays below 2^53 however large the charges.
+const ChargeHorizon = 2 * int64(ratewarden.MaxPeriod/time.Microsecond)
+
+// bucketRoom is the number of whole units whose emission intervals fit
+// between the TAT t and the instant h: floor(((h − t.T) × Rate − t.F) /
+// Period), 0 when t is at or past h.
+func bucketRoom(t Bucket, h int64, p Params) int64 {
+	if t.T >= h {
+		return 0
+	}
+	q, r := MulDiv(h-t.T, p.Rate, p.Period)
+	if r < t.F {
+		q--
+	}
+	return max(q, 0)
+}
+
 // nearTAT reports whether the TAT t is within half an emission interval
 // (Period / Rate / 2) of the instant at: |(t.T − at) × Rate + t.F| × 2 <=
 // Period.
 func nearTAT(t Bucket, at int64, p Params) bool {
 	d := t.T - at
-	if d > p.Period || d < -p.Period { // beyond any interval; keeps the product small
+	// Beyond Period/Rate + 2 µs, |x| >= (|d| − 1) × Rate > Period: not
+	// near. Within, |x| <= 3 × Period < 2^53: no product overflows (and
+	// the scripts' doubles stay exact).
+	if lim := p.Period/p.Rate + 2; d > lim || d < -lim {
 		return false
 	}
-	x := d*p.Rate + t.F // |d| <= Period < 2^46, Rate <= Period: below 2^63
+	x := d*p.Rate + t.F
 	if x < 0 {
 		x = -x
 	}
@@ -457,9 +490,12 @@ func bucketBack(t Bucket, n int64, p Params) Bucket {
 
 // ChargeLog applies spent, in order, to a SlidingLog state at now, as
 // ratewarden.Charger specifies: a charge dated in the window adds Units
-// entries at its instant, at most Rate (the log stays oldest first); a refund dated at
-// or before now removes up to -Units entries at or before its instant,
-// newest first; anything else is dropped. Entries that have left the
+// entries at its instant, at most Rate (the log stays oldest first); a
+// refund dated in the window (and not after now) removes up to -Units
+// entries: those at or before its instant, newest first, then the oldest
+// after it (the instant is the caller's estimate, on its own clock, of
+// when its units were admitted: it may fall a little before them);
+// anything else is dropped. Entries that have left the
 // window are dropped first. When changed, store the returned log, to
 // expire at expireAt (its newest entry + Period; <= now when it is empty).
 // It may reuse the backing array of s.
@@ -481,15 +517,20 @@ func ChargeLog(s Log, now int64, p Params, spent []Charged) (l Log, applied int6
 			n := min(c.Units, p.Rate)
 			s = insertLog(s, c.At, n)
 			applied, changed = applied+n, true
-		case c.Units < 0 && c.At <= now:
-			j := len(s) // after the last entry at or before c.At
+		case c.Units < 0 && c.At <= now && c.At > cut:
+			// The entries at or before c.At, newest first, then the
+			// oldest after it: s[k:m], around j, the first entry after
+			// c.At.
+			j := len(s)
 			for j > 0 && s[j-1] > c.At {
 				j--
 			}
-			k := max(j+int(max(c.Units, -int64(j))), 0) // remove s[k:j]
-			if k < j {
-				s = append(s[:k], s[j:]...)
-				applied, changed = applied-int64(j-k), true
+			n := int(min(-c.Units, int64(len(s))))
+			k := max(j-n, 0)
+			m := k + n
+			if k < m {
+				s = append(s[:k], s[m:]...)
+				applied, changed = applied-int64(m-k), true
 			}
 		}
 	}
