@@ -464,8 +464,8 @@ func bucketRoom(t Bucket, h int64, p Params) int64 {
 // Period.
 func nearTAT(t Bucket, at int64, p Params) bool {
 	d := t.T - at
-	// Beyond Period/Rate + 2 µs, |x| >= (|d| − 1) × Rate > Period: not
-	// near. Within, |x| <= 3 × Period < 2^53: no product overflows (and
+	// Beyond Period/Rate + 2 µs, |x| > (|d| − 1) × Rate > Period: not
+	// near. Within, |x| < 4 × Period < 2^53: no product overflows (and
 	// the scripts' doubles stay exact).
 	if lim := p.Period/p.Rate + 2; d > lim || d < -lim {
 		return false
