@@ -239,14 +239,7 @@ func (s *Store) check(ctx context.Context, req *ratewarden.Request, res []ratewa
 		return 0, fmt.Errorf("redisstore: eval %s: %s: %w", req.Limits[0].Scope(), keyStateDetail, ratewarden.ErrKeyState)
 	}
 	for i, lim := range req.Limits {
-		r := out[1+4*i:]
-		res[i] = ratewarden.Result{
-			Allowed:    r[0] == 1,
-			Limit:      lim,
-			Remaining:  r[1],
-			RetryAfter: time.Duration(r[2]) * time.Microsecond,
-			ResetAfter: time.Duration(r[3]) * time.Microsecond,
-		}
+		res[i] = checkResult(out[1+4*i:], lim)
 	}
 	return out[0], nil
 }
@@ -274,11 +267,7 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...ratewarden.Limi
 // appendCheck adds req to the script's KEYS and ARGV (layout in
 // lua/check.lua).
 func (s *Store) appendCheck(c *call, req *ratewarden.Request) {
-	peek := "0"
-	if req.Peek {
-		peek = "1"
-	}
-	c.args = append(c.args, strconv.FormatInt(req.Cost, 10), peek, strconv.Itoa(len(req.Limits)))
+	c.args = append(c.args, strconv.FormatInt(req.Cost, 10), checkMode(req), strconv.Itoa(len(req.Limits)))
 	for _, lim := range req.Limits {
 		e := s.enc.get(lim)
 		c.keys = append(c.keys, s.key(c, req.Key, e))

@@ -152,6 +152,25 @@ local function token_bucket(st, key, rate, P, cap, n, consume)
   return allowed, rem, retry, ceil_tat(tat, frac) - now
 end
 
+-- algo.TokenBucketReserve: n units reserved for now + delay (delay at
+-- least the wait n needs here, or 0), admitted for use then; with consume
+-- the TAT moves as if they arrived then. Remaining is read at now, and
+-- the delay rides in the retry_after slot (an admission has no retry).
+local function token_bucket_reserve(st, key, rate, P, cap, n, delay, consume)
+  local tat, frac = st.tat, st.frac
+  if frac >= rate then tat, frac = tat + 1, 0 end
+  if tat < now then tat, frac = now, 0 end
+  if consume and n > 0 then
+    local at = now + delay
+    if tat < at then tat, frac = at, 0 end
+    tat, frac = advance(tat, frac, n, rate, P)
+    save_bucket(key, tat, frac)
+  end
+  local rem = cap - used(tat, frac, rate, P)
+  if rem < 0 then rem = 0 end
+  return 1, rem, delay, ceil_tat(tat, frac) - now
+end
+
 -- algo.SlidingLog
 local function sliding_log(st, key, rate, P, cap, n, consume)
   local live, newest = st.live, st.newest
