@@ -380,3 +380,171 @@ func ExampleValidateCharge() {
 	// ratewarden: spent[0]: units must not be 0: invalid cost true
 	// ratewarden: spent[0]: a charge cannot be dated in the future (ago -1s); only refunds can: invalid cost
 }
+
+// Wait paces outbound calls on a quota shared by every replica: here 20
+// per second, one at a time, so three calls take at least 100ms. A wait
+// that could end only after the context's deadline fails at once.
+func ExampleLimiter_Wait() {
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	vendor := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 20, Period: time.Second, Burst: 1}
+	ctx := context.Background()
+	start := time.Now()
+	for range 3 {
+		if _, err := limiter.Wait(ctx, "vendor-api", vendor); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println("three calls took at least 100ms:", time.Since(start) >= 100*time.Millisecond)
+
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	_, err = limiter.Wait(short, "vendor-api", vendor)
+	fmt.Println(errors.Is(err, ratewarden.ErrWouldExceedDeadline))
+	// Output:
+	// three calls took at least 100ms: true
+	// true
+}
+
+// Reserve admits a request on an estimate of its cost, here the tokens an
+// LLM completion may take; Settle charges the actual count once the
+// response is done, giving back the rest.
+func ExampleLimiter_Reserve() {
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	perMinute := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 10_000, Period: time.Minute}
+	perDay := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 200_000, Period: 24 * time.Hour}
+
+	rv, err := limiter.Reserve(ctx, "tenant:7", 1000, perMinute, perDay)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if !rv.Allowed {
+		fmt.Println("429: retry after", rv.Binding().RetryAfter)
+		return
+	}
+	// ... the completion used 320 tokens.
+	st, err := rv.Settle(ctx, 320)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("settled:", st.Delta, st.Applied)
+	d, err := limiter.AllowAll(ctx, "tenant:7", 0, perMinute, perDay)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("left:", d.Results[0].Remaining, d.Results[1].Remaining)
+	// Output:
+	// settled: -680 [-680 -680]
+	// left: 9680 199680
+}
+
+// Reservation.Cancel gives the whole estimate back, for work that did not
+// happen.
+func ExampleReservation_Cancel() {
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	daily := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 5, Period: 24 * time.Hour}
+	rv, err := limiter.Reserve(ctx, "export:acme", 5, daily)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("reserved:", rv.Allowed)
+	if _, err := rv.Cancel(ctx); err != nil { // the export failed before it started
+		log.Fatal(err)
+	}
+	res, err := limiter.Peek(ctx, "export:acme", daily)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("remaining:", res.Remaining)
+	// Output:
+	// reserved: true
+	// remaining: 5
+}
+
+// Acquire caps work in flight per tenant across every replica: at most 2
+// jobs at once here. A replica that dies holding a permit frees it after
+// the ttl.
+func ExampleLimiter_Acquire() {
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	var held []*ratewarden.Permit
+	for i := range 3 {
+		p, err := limiter.Acquire(ctx, "jobs:acme", 2, time.Minute)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("job %d: acquired %v, %d of %d in flight\n", i+1, p.Acquired, p.Held, p.Max)
+		held = append(held, p)
+	}
+	if err := held[0].Release(ctx); err != nil { // job 1 is done
+		log.Fatal(err)
+	}
+	p, err := limiter.Acquire(ctx, "jobs:acme", 2, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("job 4: acquired", p.Acquired)
+	// Output:
+	// job 1: acquired true, 1 of 2 in flight
+	// job 2: acquired true, 2 of 2 in flight
+	// job 3: acquired false, 2 of 2 in flight
+	// job 4: acquired true
+}
+
+// Extend keeps a permit held while long work goes on; a permit that
+// expired first is lost (another holder may have it by now).
+func ExamplePermit_Extend() {
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := limiter.Acquire(ctx, "report:acme", 1, 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(p.Extend(ctx, time.Minute)) // still working: another minute
+	q, err := limiter.AcquireWait(ctx, "other", 1, 20*time.Millisecond)
+	if err != nil {
+		log.Fatal(err)
+	}
+	time.Sleep(40 * time.Millisecond) // q's work outlasts its ttl
+	err = q.Extend(ctx, time.Minute)
+	fmt.Println(errors.Is(err, ratewarden.ErrPermitLost))
+	// Output:
+	// <nil>
+	// true
+}
