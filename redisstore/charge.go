@@ -9,34 +9,47 @@ import (
 	"github.com/ratewarden/ratewarden"
 )
 
-// chargeScript runs the charge script on the Store's client, made on first
-// use (a Store on a test evaluator that cannot run other scripts has none).
-type chargeScript struct {
+// lazyScript runs a script other than the check script (charge, permits)
+// on the Store's client, made on first use: a Store on a test evaluator
+// that runs only the check script has none.
+type lazyScript struct {
 	once sync.Once
 	ev   evaluator
 }
 
+// get returns the evaluator of body on s's client, or nil when s's
+// evaluator cannot run other scripts.
+func (l *lazyScript) get(s *Store, body string) evaluator {
+	l.once.Do(func() {
+		if r, ok := s.ev.(rescripter); ok {
+			l.ev = r.rescript(body)
+		}
+	})
+	return l.ev
+}
+
 // Charge implements ratewarden.Charger: one execution of the charge script
-// adds every Spent to key's state under each of limits, as
-// ratewarden.Charger specifies, on Redis' clock (Ago counts back from the
-// script's now). Bad input is an error naming the field, and reaches no
-// Redis; the failures are Check's.
+// applies every Spent (charges, and refunds with negative Units) to key's
+// state under each of limits, as ratewarden.Charger specifies, on Redis'
+// clock (Ago counts back from the script's now, forward when negative),
+// and writes into applied (when not nil) the units each limit took. A
+// refund that leaves a state empty deletes its key; every other write sets
+// the key's expiry as a check does. Bad input is an error naming the
+// field, and reaches no Redis; the failures are Check's (a key holding
+// another type: ratewarden.ErrKeyState, with nothing written).
 func (s *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
 	if err := ratewarden.ValidateCharge(key, limits, spent); err != nil {
 		return fmt.Errorf("redisstore: charge: %w", err)
 	}
 	if len(spent) == 0 {
+		clear(applied)
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
 		return unavailable(ctx, "charge", err)
 	}
-	s.charge.once.Do(func() {
-		if r, ok := s.ev.(rescripter); ok {
-			s.charge.ev = r.rescript(chargeBody)
-		}
-	})
-	if s.charge.ev == nil {
+	ev := s.charge.get(s, chargeBody)
+	if ev == nil {
 		return fmt.Errorf("redisstore: charge: this Store's evaluator runs only the check script: %w", ratewarden.ErrInvalidConfig)
 	}
 	ctx, cancel := s.bound(ctx)
@@ -52,7 +65,7 @@ func (s *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limi
 	for _, sp := range spent {
 		args = append(args, strconv.FormatInt(sp.Units, 10), strconv.FormatInt(sp.Ago.Microseconds(), 10))
 	}
-	out, err := s.charge.ev.eval(ctx, keys, args, nil)
+	out, err := ev.eval(ctx, keys, args, make([]int64, 0, 1+len(limits)))
 	if err != nil {
 		return unavailable(ctx, "charge "+limits[0].Scope(), err)
 	}

@@ -49,6 +49,20 @@ func (s *Store) key(c *call, key string, e *limitEnc) string {
 	return string(b)
 }
 
+// PermitKey returns the Redis key holding key's concurrency limit
+// (Acquire), a sorted set of its permits:
+//
+//	<prefix>{<tag>}p
+//
+// with the prefix and tag of Key, so a key's permits share a Cluster slot
+// with its rate limits. The code 'p' is followed by nothing, where a rate
+// limit's code is followed by its period, and no algorithm takes it.
+func (s *Store) PermitKey(key string) string {
+	b := append([]byte(s.prefix), '{')
+	b = appendTag(b, key)
+	return string(append(b, "}p"...))
+}
+
 // appendTag appends the hash tag content for key.
 func appendTag(b []byte, key string) []byte {
 	if key != "" && len(key) <= MaxKeyLen && key[0] != '#' && !strings.ContainsAny(key, "{}") {
@@ -101,7 +115,8 @@ func (c *encCache) get(l ratewarden.Limit) *limitEnc {
 
 // algoCode is the letter of an algorithm in a key of KeyFormat 2. A later
 // change to an algorithm's state format takes a new letter, never one used
-// before, and never ':' (the character after the tag in format 1 keys).
+// before, never 'p' (permits, PermitKey) and never ':' (the character
+// after the tag in format 1 keys).
 func algoCode(a ratewarden.Algorithm) string {
 	switch a {
 	case ratewarden.FixedWindow:

@@ -30,7 +30,8 @@ type Store struct {
 	bat     *batcher // nil: every check is its own script call
 	prefix  string
 	timeout time.Duration // for callers whose context has no deadline
-	charge  chargeScript
+	charge  lazyScript
+	permits lazyScript
 	enc     encCache
 	calls   sync.Pool // *call
 }
