@@ -168,6 +168,14 @@ func (l Limit) Validate() error {
 
 // problem describes the first problem with l, or is empty when l is valid.
 func (l Limit) problem() string {
+	if l.common() {
+		return ""
+	}
+	return l.fullProblem()
+}
+
+// fullProblem is problem without the shortcut.
+func (l Limit) fullProblem() string {
 	switch {
 	case l.Algorithm >= numAlgorithms:
 		return fmt.Sprintf("unknown algorithm %d", l.Algorithm)
@@ -199,6 +207,16 @@ func (l Limit) problem() string {
 		return fmt.Sprintf("burst × period / rate of a token_bucket limit (the time to refill a full bucket) must be at most %v, got burst %d, %d per %v", MaxPeriod, l.Capacity(), l.Rate, l.Period)
 	}
 	return ""
+}
+
+// common reports, in a few comparisons, that l is a valid limit of the
+// usual shape: a rate up to MaxLogRate per whole milliseconds up to a
+// day, no Burst, and for a TokenBucket at most one unit per µs (its
+// refill time is then its period). problem checks everything else.
+func (l Limit) common() bool {
+	return l.Algorithm < numAlgorithms && l.Rate > 0 && l.Rate <= MaxLogRate && l.Burst == 0 &&
+		l.Period >= MinPeriod && l.Period <= 24*time.Hour && l.Period%time.Millisecond == 0 &&
+		(l.Algorithm != TokenBucket || l.Rate <= l.Period.Microseconds())
 }
 
 // refillExceeds reports whether capacity × period / rate > bound, exactly

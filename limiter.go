@@ -14,6 +14,7 @@ import (
 // share it.
 type Limiter struct {
 	store    Store
+	single   SingleChecker // store's fast path for one limit, or nil
 	observer Observer
 	calls    sync.Pool // *call: keeps single-limit checks free of allocations
 }
@@ -43,6 +44,9 @@ func New(store Store, opts ...Option) (*Limiter, error) {
 		o(&c)
 	}
 	l := &Limiter{store: store, observer: c.observer}
+	if sc, ok := store.(SingleChecker); ok && c.observer == nil { // an Observer takes a slice: the pooled path
+		l.single = sc
+	}
 	l.calls.New = func() any { return new(call) }
 	return l, nil
 }
@@ -77,13 +81,18 @@ func (l *Limiter) check(ctx context.Context, key string, limit Limit, n int64, p
 	if err := validateCost("", n, limit); err != nil {
 		return Result{}, err
 	}
+	if l.single != nil {
+		return l.single.CheckOne(ctx, key, limit, n, peek)
+	}
 	c := l.calls.Get().(*call)
 	c.lim[0] = limit
 	c.req = Request{Key: key, Limits: c.lim[:], Cost: n, Peek: peek}
 	err := l.store.Check(ctx, &c.req, c.res[:])
+	if l.observer != nil {
+		l.notify(key, c.res[:], err)
+	}
 	res := c.res[0]
-	l.notify(key, c.res[:], err)
-	*c = call{}
+	c.req.Key = "" // the one reference a pooled call must not keep
 	l.calls.Put(c)
 	if err != nil {
 		return Result{}, err

@@ -69,6 +69,17 @@ type Store interface {
 	Reset(ctx context.Context, key string, limits ...Limit) error
 }
 
+// SingleChecker is implemented by stores with a faster path for the most
+// common check, one limit (memstore, where the Request and result slice
+// Check takes cost a noticeable share of a decision). CheckOne decides
+// exactly as Check decides a Request{Key: key, Limits: []Limit{limit},
+// Cost: cost, Peek: peek}, and returns its one Result. The Limiter uses it
+// for Allow, AllowN and Peek when the store has it and no Observer is set;
+// decorators need not implement it.
+type SingleChecker interface {
+	CheckOne(ctx context.Context, key string, limit Limit, cost int64, peek bool) (Result, error)
+}
+
 // Spent is Units consumed outside a check, Ago before a Charge call; or,
 // with Units < 0, units given back.
 type Spent struct {

@@ -307,12 +307,7 @@ func (s *Store) Check(_ context.Context, req *ratewarden.Request, res []rateward
 		return nil
 	}
 	if len(req.Limits) == 1 {
-		// One limit: its own verdict is the whole verdict, so evaluate and
-		// consume in one step.
-		lim := req.Limits[0]
-		sc := scope{lim.Algorithm, lim.Period}
-		hash := stateHash(h, sc)
-		sh.decide(&res[0], sh.find(hash, req.Key, sc), hash, req.Key, lim, now, req.Cost, consume)
+		sh.decideOne(&res[0], h, req.Key, req.Limits[0], now, req.Cost, consume)
 		return nil
 	}
 	// Evaluate every limit, then consume from every one if all admit. The
@@ -334,6 +329,34 @@ func (s *Store) Check(_ context.Context, req *ratewarden.Request, res []rateward
 		}
 	}
 	return nil
+}
+
+// CheckOne implements ratewarden.SingleChecker: Check for one limit,
+// without the Request and result slice (the Limiter's path for Allow).
+func (s *Store) CheckOne(_ context.Context, key string, lim ratewarden.Limit, cost int64, peek bool) (ratewarden.Result, error) {
+	if len(key) > s.maxKey {
+		return ratewarden.Result{}, s.keyTooLong(len(key))
+	}
+	if s.closed.Load() {
+		return ratewarden.Result{}, errClosed
+	}
+	now := s.nowMicro()
+	h := maphash.String(s.seed, key)
+	sh := &s.shards[h&s.mask]
+	var r ratewarden.Result
+	sh.mu.Lock()
+	sh.decideOne(&r, h, key, lim, now, cost, cost > 0 && !peek)
+	sh.mu.Unlock()
+	return r, nil
+}
+
+// decideOne decides one limit, its own verdict being the whole verdict:
+// evaluate and consume in one step. The caller holds sh.mu; h is the hash
+// of key.
+func (sh *shard) decideOne(r *ratewarden.Result, h uint64, key string, lim ratewarden.Limit, now, cost int64, consume bool) {
+	sc := scope{lim.Algorithm, lim.Period}
+	hash := stateHash(h, sc)
+	sh.decide(r, sh.find(hash, key, sc), hash, key, lim, now, cost, consume)
 }
 
 // nowMicro is the store's time in Unix microseconds: WithClock's, or its
