@@ -24,10 +24,23 @@
 // denials for those limits, including denials in flight during the Reset.
 //
 // What it cannot see: a Reset made through another replica (or directly in
-// Redis), and capacity another replica gives back (leases, on Close). Until
-// the remembered RetryAfter has passed, this replica may then keep denying
-// a key that the store would admit again. It never admits anything the
-// store would deny: every admission comes from the store.
+// Redis), and capacity another replica gives back (leases, on Close; a
+// refund through Charge). Until the remembered RetryAfter has passed, this
+// replica may then keep denying a key that the store would admit again. It
+// never admits anything the store would deny: every admission comes from
+// the store.
+//
+// Checks whose capacity can come back at any moment are the store's alone:
+// a reservation (ratewarden.Request.MaxDelay, Limiter.Wait) or a
+// refundable check (Limiter.Reserve), for which Request.Cacheable reports
+// false, is never answered from the cache, its denial is never remembered,
+// and the per-key gate below does not hold it back. A refund through this
+// Store's Charge (Reservation.Settle, a canceled Wait) forgets the key's
+// remembered denials under those limits; one made through another replica
+// cannot reach this cache, which is why those checks bypass it. Charge and
+// the concurrency limits of ratewarden.PermitStore pass through to the
+// inner store: a denied Acquire is never remembered, since a release frees
+// a permit at any time.
 //
 // An entry expires by the local monotonic clock, counted from the instant
 // just before the store was called, so it never outlives the store's own
@@ -167,6 +180,13 @@ func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewa
 	if req.Cost == 0 {
 		return s.inner.Check(ctx, req, res)
 	}
+	if !req.Cacheable() {
+		// A reservation or a refundable check: only the store decides it,
+		// and its denial is not remembered (a refund on any replica can
+		// free capacity at any moment). It passes the gate too: waiting
+		// for another check's answer would tell it nothing it may use.
+		return s.inner.Check(ctx, req, res)
+	}
 
 	if len(req.Limits) != 1 {
 		return s.ask(ctx, req, res)
@@ -296,14 +316,77 @@ var _ ratewarden.Store = (*Store)(nil)
 
 // Charge implements ratewarden.Charger when the inner store does: it hands
 // the charge on. A charge only consumes, so the denials remembered stay
-// true. With an inner store that is no Charger it is an error wrapping
-// ratewarden.ErrInvalidConfig, and nothing changes.
+// true; when any Spent is a refund (Units < 0), which frees capacity, the
+// denials of key under the scopes of limits are forgotten, as by Reset,
+// whatever the inner store answered. A refund made through another
+// replica cannot reach this replica's cache: that is why reservations and
+// refundable checks (ratewarden.Request.Cacheable false) are never
+// answered from it. With an inner store that is no Charger it is an error
+// wrapping ratewarden.ErrInvalidConfig, and nothing changes.
 func (s *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
 	c, ok := s.inner.(ratewarden.Charger)
 	if !ok {
 		return fmt.Errorf("denycache: charge: the inner store (%T) takes no charges: %w", s.inner, ratewarden.ErrInvalidConfig)
 	}
-	return c.Charge(ctx, key, limits, spent, applied)
+	err := c.Charge(ctx, key, limits, spent, applied)
+	if refunds(spent) {
+		// After the charge: a check that started before it bumps into the
+		// new generation and remembers nothing (see learn).
+		s.forget(key, limits)
+	}
+	return err
+}
+
+// refunds reports whether spent gives any units back.
+func refunds(spent []ratewarden.Spent) bool {
+	for _, sp := range spent {
+		if sp.Units < 0 {
+			return true
+		}
+	}
+	return false
 }
 
 var _ ratewarden.Charger = (*Store)(nil)
+
+// Acquire implements ratewarden.PermitStore when the inner store does: it
+// hands the call on. Concurrency limits are never cached: a release frees
+// a permit at any moment, on any replica. With an inner store that is no
+// PermitStore it is an error wrapping ratewarden.ErrInvalidConfig.
+func (s *Store) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (ratewarden.PermitResult, error) {
+	ps, err := s.permits("acquire")
+	if err != nil {
+		return ratewarden.PermitResult{}, err
+	}
+	return ps.Acquire(ctx, key, holder, max, ttl)
+}
+
+// Release implements ratewarden.PermitStore by handing the call on; see
+// Acquire.
+func (s *Store) Release(ctx context.Context, key, holder string) (bool, error) {
+	ps, err := s.permits("release")
+	if err != nil {
+		return false, err
+	}
+	return ps.Release(ctx, key, holder)
+}
+
+// Extend implements ratewarden.PermitStore by handing the call on; see
+// Acquire.
+func (s *Store) Extend(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
+	ps, err := s.permits("extend")
+	if err != nil {
+		return false, err
+	}
+	return ps.Extend(ctx, key, holder, ttl)
+}
+
+func (s *Store) permits(op string) (ratewarden.PermitStore, error) {
+	ps, ok := s.inner.(ratewarden.PermitStore)
+	if !ok {
+		return nil, fmt.Errorf("denycache: %s: the inner store (%T) holds no concurrency limits: %w", op, s.inner, ratewarden.ErrInvalidConfig)
+	}
+	return ps, nil
+}
+
+var _ ratewarden.PermitStore = (*Store)(nil)
