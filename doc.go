@@ -24,6 +24,16 @@
 // decides several keys as one request (atomic per key, nothing consumed
 // when one denies). Over the limit is a Result, never an error.
 //
+// Beyond admission, with the same guarantees on every store of this
+// module: Wait blocks until units are admitted (outbound throttling on a
+// quota shared by every replica; token buckets reserve, so waiters are
+// served in order with one store call each); Reserve admits a cost on an
+// estimate and Reservation.Settle charges or gives back the difference
+// once the actual cost is known (tokens of an LLM completion, failed
+// logins only); Acquire holds one of at most max permits of a key across
+// all replicas (work in flight), each expiring after its ttl so a crashed
+// replica's permits come back.
+//
 // # Guarantees
 //
 //  1. One atomic decision per check: all limits of a key, the cost and the

@@ -27,6 +27,12 @@
 // with the defaults, plus 8 bytes per unit in a SlidingLog's window
 // (docs/performance.md, "memstore memory").
 //
+// Besides checks the store takes reservations (ratewarden.Request's
+// MaxDelay, for Limiter.Wait), charges and refunds (ratewarden.Charger,
+// for Reservation.Settle) and holds concurrency limits
+// (ratewarden.PermitStore, for Limiter.Acquire: per key, each holder's
+// expiry, in shards of their own, bounded by WithMaxKeys too).
+//
 // The store starts no goroutines.
 package memstore
 
