@@ -43,6 +43,8 @@ func (e *atEval) rescript(body string) evaluator {
 		inner = newRueidisEval(x.c, testClockLua+body)
 	case *goRedisEval:
 		inner = &goRedisEval{c: x.c, s: redis.NewScript(testClockLua + body)}
+	case *longCharge:
+		inner = x.rescript(body)
 	default:
 		panic(fmt.Sprintf("atEval over %T", e.evaluator))
 	}
