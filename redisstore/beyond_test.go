@@ -127,7 +127,7 @@ func TestBeyondTTLAudit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return (r.ResetAfter+time.Millisecond-1).Milliseconds() + 1
+		return (r.ResetAfter + time.Millisecond - 1).Milliseconds() + 1
 	}
 	for _, k := range keys {
 		var bound int64 // ms
