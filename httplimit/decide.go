@@ -23,6 +23,10 @@ type outcome struct {
 	key      string
 	cost     int64
 	allowed  bool
+	rated    bool                    // the rate limits decided (they are not asked when the in-flight cap denies)
+	resv     *ratewarden.Reservation // WithCountIf: the rate limits' reservation
+	permit   *ratewarden.Permit      // WithMaxInFlight: the request's permit, acquired or not
+	inflight InFlight
 	one      [1]ratewarden.Result // the result of a single-limit check
 	multi    []ratewarden.Result  // the results of a multi-limit check
 	own      []ratewarden.Result  // the results on the heap, for Info: set by overLimit and verdict
@@ -32,8 +36,11 @@ type outcome struct {
 // single limit), so that the common case does not allocate: it must not
 // outlive o.
 func (o *outcome) decision() ratewarden.Decision {
-	if o.multi != nil {
+	switch {
+	case o.multi != nil:
 		return ratewarden.Decision{Allowed: o.allowed, Results: o.multi}
+	case !o.rated:
+		return ratewarden.Decision{Allowed: o.allowed}
 	}
 	return ratewarden.Decision{Allowed: o.allowed, Results: o.one[:]}
 }
@@ -47,7 +54,7 @@ func (o *outcome) info() Info {
 		return Info{}
 	}
 	d := ratewarden.Decision{Allowed: o.allowed, Results: o.own}
-	return Info{Rule: o.ru.Name, Plan: o.pl.name, Key: o.key, Cost: o.cost, Policies: o.pl.policies, Decision: d, Shadow: o.shadow}
+	return Info{Rule: o.ru.Name, Plan: o.pl.name, Key: o.key, Cost: o.cost, Policies: o.pl.policies, Decision: d, Shadow: o.shadow, InFlight: o.inflight}
 }
 
 // decide makes the middleware's decision on r: with byKey, for the client
@@ -62,10 +69,40 @@ func (m *Middleware) decide(r *http.Request, ck string, byKey bool) (o outcome) 
 		return o
 	}
 	o.limited, o.ru, o.proceed = true, ru, false
+	if o.err = m.prepare(r, &o, ck, byKey); o.err != nil {
+		return o
+	}
+	if m.maxInFlight > 0 && !m.acquire(r, &o) {
+		return o
+	}
+	err := m.rateCheck(r, &o)
+	switch ratewarden.Classify(r.Context(), err) {
+	case ratewarden.InvalidInput:
+		o.err = err
+	case ratewarden.CallerCanceled:
+		o.err, o.canceled = err, true
+	case ratewarden.StoreUnavailable, ratewarden.KeyState:
+		o.err = err
+		o.proceed = m.storeFailed(r, o.key, err)
+	default:
+		o.rated = true
+		if o.proceed = o.allowed && !o.inflight.Denied(); !o.proceed {
+			m.overLimit(r, &o)
+		}
+	}
+	if !o.proceed {
+		m.drop(r, &o)
+	}
+	return o
+}
+
+// prepare finds r's client key (unless byKey gives it as ck), plan and
+// cost, and sets o.key.
+func (m *Middleware) prepare(r *http.Request, o *outcome, ck string, byKey bool) error {
 	var err error
 	switch {
 	case byKey && ck == "":
-		err = fmt.Errorf("httplimit: Check: key must not be empty: %w", ratewarden.ErrInvalidKey)
+		return fmt.Errorf("httplimit: Check: key must not be empty: %w", ratewarden.ErrInvalidKey)
 	case !byKey:
 		if m.ip != nil {
 			m.checkProxy(r)
@@ -73,49 +110,43 @@ func (m *Middleware) decide(r *http.Request, ck string, byKey bool) (o outcome) 
 		if ck, err = m.key(r); err == nil && ck == "" {
 			err = fmt.Errorf("httplimit: key function returned an empty key: %w", ratewarden.ErrInvalidKey)
 		}
+		if err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		o.err = err
-		return o
-	}
-	if o.pl, o.err = planOf(ru, r); o.err != nil {
-		return o
+	if o.pl, err = planOf(o.ru, r); err != nil {
+		return err
 	}
 	if o.cost, err = m.cost(r); err != nil {
 		if !errors.Is(err, ratewarden.ErrInvalidCost) {
 			err = fmt.Errorf("httplimit: cost function: %w: %w", err, ratewarden.ErrInvalidCost)
 		}
-		o.err = err
-		return o
+		return err
 	}
 	o.key = o.pl.prefix + ck
-	if len(o.pl.limits) == 1 {
+	return nil
+}
+
+// rateCheck checks the plan's limits in one atomic step: a reservation
+// under WithCountIf, else an outright check.
+func (m *Middleware) rateCheck(r *http.Request, o *outcome) error {
+	var err error
+	switch {
+	case m.countIf != nil:
+		o.resv, err = m.lim.Reserve(r.Context(), o.key, o.cost, o.pl.limits...)
+		if err == nil {
+			o.allowed, o.multi = o.resv.Allowed, o.resv.Results
+		}
+	case len(o.pl.limits) == 1:
 		// The same atomic check; AllowN does not allocate.
 		o.one[0], err = m.lim.AllowN(r.Context(), o.key, o.pl.limits[0], o.cost)
 		o.allowed = o.one[0].Allowed
-	} else {
+	default:
 		var d ratewarden.Decision
 		d, err = m.lim.AllowAll(r.Context(), o.key, o.cost, o.pl.limits...)
 		o.allowed, o.multi = d.Allowed, d.Results
 	}
-	switch ratewarden.Classify(r.Context(), err) {
-	case ratewarden.InvalidInput:
-		o.err = err
-		return o
-	case ratewarden.CallerCanceled:
-		o.err, o.canceled = err, true
-		return o
-	case ratewarden.StoreUnavailable, ratewarden.KeyState:
-		o.err = err
-		o.proceed = m.storeFailed(r, o.key, err)
-		return o
-	}
-	if o.allowed {
-		o.proceed = true
-		return o
-	}
-	m.overLimit(r, &o)
-	return o
+	return err
 }
 
 // overLimit reports a request over the limit (WithOnLimit, and the shadow
@@ -132,8 +163,14 @@ func (m *Middleware) overLimit(r *http.Request, o *outcome) {
 		return
 	}
 	if n, ok := m.shadowLog.take(time.Now()); ok {
-		m.log.LogAttrs(r.Context(), slog.LevelInfo, "httplimit: shadow mode: request over the limit passed",
-			slog.String("rule", o.ru.Name), slog.String("key", o.key), slog.String("policy", bindingName(o.pl, o.decision())), slog.Int64("requests", n))
+		attrs := []slog.Attr{slog.String("rule", o.ru.Name), slog.String("key", o.key)}
+		if !o.allowed {
+			attrs = append(attrs, slog.String("policy", bindingName(o.pl, o.decision())))
+		}
+		if o.inflight.Denied() {
+			attrs = append(attrs, slog.Int64("max_in_flight", o.inflight.Max))
+		}
+		m.log.LogAttrs(r.Context(), slog.LevelInfo, "httplimit: shadow mode: request over the limit passed", append(attrs, slog.Int64("requests", n))...)
 	}
 	o.proceed = true
 }
@@ -181,6 +218,21 @@ type Verdict struct {
 	Info Info
 
 	render *Renderer
+	hold   *hold // WithCountIf's reservation, WithMaxInFlight's permit
+}
+
+// Done tells the middleware that the request a Verdict let proceed has
+// been served, with status as the response's status: under WithCountIf
+// its reservation is settled (kept when the CountFunc counts status,
+// given back otherwise), under WithMaxInFlight its permit is released.
+// Pass 0 when the outcome is unknown (the handler panicked): the request
+// then counts. Without those options, or for a Verdict that does not
+// proceed, Done does nothing; call it all the same, once, when the
+// request ends. Until then a permit is extended as Handler extends it,
+// and no longer once the request's context is done: a Verdict never
+// Done keeps its permit for ttl after that, and its reservation counts.
+func (v Verdict) Done(status int) {
+	v.hold.finish(status)
 }
 
 // Rejected reports whether the request is denied for being over the
@@ -194,15 +246,33 @@ func (v Verdict) Rejected() bool {
 // nothing when there was no decision (Err, or not Limited).
 func (v Verdict) SetHeaders(h http.Header) {
 	if v.render != nil {
-		v.render.SetKey(h, v.Info.Decision, v.Rejected(), v.Info.Key)
+		setHeaders(h, v.render, v.Info.Decision, v.Rejected(), v.Info.Key, v.Info.InFlight)
 	}
 }
+
+// setHeaders sets the headers of a decision on h: the rate limit headers,
+// or Retry-After alone for a request denied over the in-flight cap, which
+// the rate limits did not decide.
+func setHeaders(h http.Header, render *Renderer, d ratewarden.Decision, rejected bool, key string, f InFlight) {
+	if rejected && f.Denied() {
+		h[nameRetryAfter] = []string{itoa(inFlightRetry(f))}
+		return
+	}
+	render.SetKey(h, d, rejected, key)
+}
+
+// inFlightRetry is Retry-After for a request over the in-flight cap, in
+// whole seconds rounded up, at least 1.
+func inFlightRetry(f InFlight) int64 { return max(ceilSeconds(f.RetryAfter), 1) }
 
 // AppendFields appends the header fields SetHeaders sets to dst, in
 // Renderer order (for gRPC metadata, in lower case).
 func (v Verdict) AppendFields(dst []Field) []Field {
-	if v.render == nil {
+	switch {
+	case v.render == nil:
 		return dst
+	case v.Rejected() && v.Info.InFlight.Denied():
+		return append(dst, Field{nameRetryAfter, itoa(inFlightRetry(v.Info.InFlight))})
 	}
 	return v.render.AppendKey(dst, v.Info.Decision, v.Rejected(), v.Info.Key)
 }
@@ -210,18 +280,26 @@ func (v Verdict) AppendFields(dst []Field) []Field {
 // Decide makes the decision Handler makes for r, with all its effects
 // (counting, WithOnLimit, logging, the proxy checks), and returns it
 // instead of writing a response.
+//
+// Under WithCountIf and WithMaxInFlight a Verdict that proceeds holds the
+// request's reservation and permit: call Verdict.Done when the request
+// has been served.
 func (m *Middleware) Decide(r *http.Request) Verdict {
-	return m.verdict(m.decide(r, "", false))
+	return m.verdict(r, m.decide(r, "", false))
 }
 
 // DecideKey is Decide for the client key key instead of the key
 // function's: the decision Check makes.
+// Call Verdict.Done when the request has been served, as for Decide.
 func (m *Middleware) DecideKey(r *http.Request, key string) Verdict {
-	return m.verdict(m.decide(r, key, true))
+	return m.verdict(r, m.decide(r, key, true))
 }
 
-func (m *Middleware) verdict(o outcome) Verdict {
+func (m *Middleware) verdict(r *http.Request, o outcome) Verdict {
 	v := Verdict{Limited: o.limited, Proceed: o.proceed, Canceled: o.canceled, Err: o.err}
+	if o.holds() {
+		v.hold = m.hold(r, &o, r.Context())
+	}
 	if o.limited && o.err == nil {
 		if o.own == nil { // a denial's Results are copied already
 			o.own = append([]ratewarden.Result(nil), o.decision().Results...)

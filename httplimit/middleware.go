@@ -88,6 +88,10 @@ type Info struct {
 	// Shadow is set when the request was over the limit but passed because
 	// the middleware is in shadow mode.
 	Shadow bool
+	// InFlight is the request's permit under WithMaxInFlight. When
+	// InFlight.Denied() the request was over that cap: outside shadow mode
+	// the rate limits were not checked then, and Decision has no Results.
+	InFlight InFlight
 }
 
 // Middleware limits the requests to the handlers it wraps. Make one with
@@ -107,8 +111,14 @@ type Middleware struct {
 	failClosed bool
 	log        *slog.Logger
 
+	countIf     CountFunc // WithCountIf; nil: check outright
+	maxInFlight int64     // WithMaxInFlight; 0: no cap
+	inFlightTTL time.Duration
+
 	storeLog  logThrottle // store errors
 	shadowLog logThrottle // over-limit requests passed in shadow mode
+	afterLog  logThrottle // failed settlements, releases and extensions
+	checkLog  atomic.Bool // Check under WithCountIf or WithMaxInFlight was logged
 
 	ip         *IPConfig    // WithClientIP (or the default key): checked per request; nil: no checks
 	noForward  atomic.Int64 // trusted peer without the forwarding header
@@ -157,18 +167,21 @@ func New(l *ratewarden.Limiter, opts ...Option) (*Middleware, error) {
 		return nil, err
 	}
 	m := &Middleware{
-		lim:        l,
-		key:        c.key,
-		cost:       c.cost,
-		skip:       c.skip,
-		shadow:     c.shadow,
-		headers:    c.headers,
-		denied:     c.denied,
-		onErr:      c.onErr,
-		onLimit:    c.onLimit,
-		failClosed: c.failClosed,
-		log:        c.log,
-		ip:         c.ip,
+		lim:         l,
+		key:         c.key,
+		cost:        c.cost,
+		skip:        c.skip,
+		shadow:      c.shadow,
+		headers:     c.headers,
+		denied:      c.denied,
+		onErr:       c.onErr,
+		onLimit:     c.onLimit,
+		failClosed:  c.failClosed,
+		log:         c.log,
+		ip:          c.ip,
+		countIf:     c.countIf,
+		maxInFlight: c.maxInFlight,
+		inFlightTTL: c.inFlightTTL,
 	}
 	rules := append(c.rules, c.defaultRules...)
 	if len(rules) == 0 {
@@ -290,14 +303,21 @@ func validPolicyName(s string) error {
 //
 // For each request: when the skip function reports true, or no rule
 // matches, next serves it untouched. Otherwise the key, plan and cost are
-// computed and the policies checked in one Limiter.AllowAll call; the rate
-// limit headers are set; an allowed request (or any request in shadow
-// mode) is passed to next, a denied one to the denied handler, after
-// Retry-After is set.
+// computed and the policies checked in one Limiter.AllowAll call
+// (Limiter.Reserve under WithCountIf, after a permit is taken under
+// WithMaxInFlight); the rate limit headers are set; an allowed request
+// (or any request in shadow mode) is passed to next, a denied one to the
+// denied handler, after Retry-After is set. Under WithCountIf and
+// WithMaxInFlight the reservation is settled and the permit released
+// when next returns, or panics.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o := m.decide(r, "", false)
-		if m.respond(w, r, &o) {
+		switch {
+		case !m.respond(w, r, &o):
+		case o.holds():
+			m.serve(next, w, r, &o)
+		default:
 			next.ServeHTTP(w, r)
 		}
 	})
@@ -316,7 +336,21 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 // ("<rule>|<key>"); give such checks a Middleware of their own, with a
 // rule named for them (WithRule), so they never share counters with the
 // key function's keys.
+//
+// Check cannot learn when the handler ends, which WithCountIf and
+// WithMaxInFlight need: under either it counts nothing and answers with
+// the error handler's response (an error wrapping
+// ratewarden.ErrInvalidConfig, 503 by default), logged once. Use
+// DecideKey and Verdict.Done there.
 func (m *Middleware) Check(w http.ResponseWriter, r *http.Request, key string) bool {
+	if m.countIf != nil || m.maxInFlight > 0 {
+		err := fmt.Errorf("httplimit: Check cannot settle by outcome (WithCountIf) or hold a permit (WithMaxInFlight), as it does not see the handler end; use DecideKey and Verdict.Done: %w", ratewarden.ErrInvalidConfig)
+		if !m.checkLog.Swap(true) {
+			m.log.LogAttrs(r.Context(), slog.LevelError, err.Error())
+		}
+		m.onErr(w, r, err)
+		return false
+	}
 	o := m.decide(r, key, true)
 	return m.respond(w, r, &o)
 }
@@ -333,7 +367,7 @@ func (m *Middleware) respond(w http.ResponseWriter, r *http.Request, o *outcome)
 		m.onErr(w, r, o.err)
 		return false
 	case o.err == nil && o.pl != nil:
-		o.pl.render.SetKey(w.Header(), o.decision(), o.rejected(), o.key)
+		setHeaders(w.Header(), o.pl.render, o.decision(), o.rejected(), o.key, o.inflight)
 	}
 	if o.proceed {
 		return true

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/ratewarden/ratewarden"
 )
@@ -31,6 +32,11 @@ type config struct {
 	pkSecret     []byte    // WithPartitionKey; nil: no pk
 	ip           *IPConfig // the ClientIP config the proxy checks use; nil: no checks
 	ipErr        error     // WithClientIP's error, reported by validate
+	countIf      CountFunc // WithCountIf; nil: every request counts
+	countIfSet   bool      // WithCountIf was given (possibly nil)
+	maxInFlight  int64     // WithMaxInFlight; 0: no cap
+	inFlightTTL  time.Duration
+	inFlightSet  bool // WithMaxInFlight was given
 }
 
 // defaults is the config before any option: see New.
@@ -79,10 +85,26 @@ func (c *config) validate() error {
 		msg = "WithErrorHandler: handler must not be nil"
 	case c.log == nil:
 		msg = "WithLogger: logger must not be nil"
+	case c.countIfSet && c.countIf == nil:
+		msg = "WithCountIf: count function must not be nil"
+	case c.inFlightSet:
+		return validInFlight(c.maxInFlight, c.inFlightTTL)
 	default:
 		return nil
 	}
 	return fmt.Errorf("httplimit: %s: %w", msg, ratewarden.ErrInvalidConfig)
+}
+
+// validInFlight checks WithMaxInFlight's arguments as Limiter.Acquire
+// would, so that a bad one fails New rather than every request.
+func validInFlight(max int64, ttl time.Duration) error {
+	switch {
+	case max < 1 || max > ratewarden.MaxPermits:
+		return fmt.Errorf("httplimit: WithMaxInFlight: max must be between 1 and %d, got %d: %w", ratewarden.MaxPermits, max, ratewarden.ErrInvalidLimit)
+	case ttl < ratewarden.MinPeriod || ttl > ratewarden.MaxPeriod:
+		return fmt.Errorf("httplimit: WithMaxInFlight: ttl must be between %v and %v, got %v: %w", ratewarden.MinPeriod, ratewarden.MaxPeriod, ttl, ratewarden.ErrInvalidLimit)
+	}
+	return nil
 }
 
 // A CostFunc returns how many units a request consumes (its weight), for
@@ -290,4 +312,79 @@ func WithFailClosed(on bool) Option {
 // default slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.log = l }
+}
+
+// A CountFunc reports whether a request whose handler answered with
+// status counts against the limits (WithCountIf). It must be safe for
+// concurrent use.
+type CountFunc func(r *http.Request, status int) bool
+
+// Failed is a CountFunc that counts the responses with a status of 400
+// or more: with WithCountIf(Failed) only failed requests consume the
+// limits, as express-rate-limit's skipSuccessfulRequests does. Limiting
+// a login form by user to "5 failures per 15 minutes" counts the 401s
+// and gives back what the successful logins reserved.
+func Failed(_ *http.Request, status int) bool { return status >= 400 }
+
+// WithCountIf makes a request count against the limits only when fn
+// reports true for the status its handler answered with.
+//
+// The decision stays one atomic step on the shared store: before the
+// handler runs, the request's cost is reserved on every limit of its
+// rule (Limiter.Reserve), and a request the reservation does not fit is
+// denied then, with the usual 429, without running the handler. After
+// the handler returns, the reservation is settled: kept when fn reports
+// true, given back (Reservation.Cancel) when it reports false. So
+// requests in flight count until they end: with a limit of 5, ten
+// concurrent logins deny the sixth, even if every one of them succeeds
+// and gives its unit back afterwards.
+//
+// The status fn sees is the first final status the handler wrote; 200
+// when it wrote only a body, or nothing; 101 when it hijacked the
+// connection without writing one. A handler that panics counts whatever
+// fn says, and the panic goes on. The rate limit headers describe the
+// reservation's decision: a unit given back after the response was
+// written is not reflected in them (the next response shows it).
+// Settling happens before Handler returns, so an unflushed response
+// reaches the client after its units are given back.
+//
+// Decide and DecideKey hold the reservation in the Verdict until
+// Verdict.Done; Check cannot, and answers with an error under
+// WithCountIf. The Limiter's store must implement ratewarden.Charger
+// (every store of this module does).
+func WithCountIf(fn CountFunc) Option {
+	return func(c *config) { c.countIf, c.countIfSet = fn, true }
+}
+
+// WithMaxInFlight caps the requests of one key (the rule's key for the
+// client, as Info.Key shows it) in flight at once, on every replica
+// together: before the rate limits are checked the request takes one of
+// max permits of its key (Limiter.Acquire) and it gives the permit back
+// when its handler returns, or panics. A request that finds max permits
+// held is denied with 429 Too Many Requests and Retry-After (see
+// InFlight.RetryAfter), through the denied handler with Info.InFlight
+// saying why; it consumes nothing from the rate limits. A request the
+// rate limits deny gives its permit back at once.
+//
+// ttl bounds how long a permit outlives a replica that crashed holding
+// it: the store drops a permit ttl after it was taken or last extended.
+// While the handler runs, the middleware extends its permit every ttl/2
+// (a timer, stopped when the handler returns), so ttl need not exceed
+// the longest request: choose it as the time a dead replica's requests
+// may keep counting, well above a store call's worst latency (10 to 60
+// seconds suits most services).
+//
+// 429 rather than 503: the cap is per client, which sent too many
+// requests at once, and proxies and clients retry a 503 at once,
+// adding load where the cap sheds it.
+//
+// A store error follows WithFailClosed: by default the request goes on
+// without a permit (not counted in flight) and the error is logged. A
+// failure policy's permit (package fallback) is honoured like a degraded
+// Result; its Source is in Info.InFlight. Decide and DecideKey hold the
+// permit in the Verdict until Verdict.Done; Check cannot, and answers
+// with an error under WithMaxInFlight. max must be 1 to
+// ratewarden.MaxPermits and ttl ratewarden.MinPeriod to MaxPeriod.
+func WithMaxInFlight(max int64, ttl time.Duration) Option {
+	return func(c *config) { c.maxInFlight, c.inFlightTTL, c.inFlightSet = max, ttl, true }
 }

@@ -25,6 +25,9 @@ type Problem struct {
 	// the "violated-policies" member of the draft's problem types
 	// (ProblemTypeQuotaExceeded).
 	ViolatedPolicies []string `json:"violated-policies,omitempty"`
+	// MaxInFlight is the cap of WithMaxInFlight, for a request denied for
+	// being over it (see DeniedProblem); an extension member.
+	MaxInFlight int64 `json:"max-in-flight,omitempty"`
 }
 
 // The quota-exceeded problem type of draft-ietf-httpapi-ratelimit-headers,
@@ -68,7 +71,26 @@ func ProblemDenied(w http.ResponseWriter, r *http.Request, info Info) {
 //	 "title":"Request cannot be satisfied as assigned quota has been exceeded",
 //	 "status":429,"detail":"Rate limit \"100/1m\" exceeded; retry in 30 s.",
 //	 "retry_after":30,"violated-policies":["100/1m"]}
+//
+// A request denied for being over WithMaxInFlight's cap
+// (info.InFlight.Denied(), no policy exceeded) gets a problem of its own,
+// with status 429 and the cap in "max-in-flight":
+//
+//	{"type":"about:blank","title":"Too Many Requests","status":429,
+//	 "detail":"Too many requests in flight: at most 4 at once; retry in 15 s.",
+//	 "retry_after":15,"max-in-flight":4}
 func DeniedProblem(info Info) Problem {
+	if info.InFlight.Denied() && len(info.Decision.Results) == 0 {
+		retry := inFlightRetry(info.InFlight)
+		return Problem{
+			Type:        "about:blank",
+			Title:       http.StatusText(http.StatusTooManyRequests),
+			Status:      http.StatusTooManyRequests,
+			Detail:      "Too many requests in flight: at most " + itoa(info.InFlight.Max) + " at once; retry in " + itoa(retry) + " s.",
+			RetryAfter:  retry,
+			MaxInFlight: info.InFlight.Max,
+		}
+	}
 	b := info.Decision.Binding()
 	retry := retryAfterSeconds(b)
 	name, found := "", false

@@ -1,0 +1,124 @@
+package httplimit
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/ratewarden/ratewarden"
+)
+
+// hold is what an admitted request holds while it is served, under
+// WithCountIf (its reservation, settled by its outcome) and
+// WithMaxInFlight (its permit, kept alive by an extender and released).
+type hold struct {
+	m      *Middleware
+	r      *http.Request
+	key    string
+	resv   *ratewarden.Reservation // admitted; nil when none is held
+	permit *ratewarden.Permit      // acquired; nil when none is held
+	ext    *extender
+	done   atomic.Bool
+}
+
+// holds reports whether o passes the request on holding a reservation or
+// a permit, which hold then takes over.
+func (o *outcome) holds() bool {
+	return o.proceed && ((o.resv != nil && o.resv.Allowed) || (o.permit != nil && o.permit.Acquired))
+}
+
+// hold takes over what o holds for r; the permit is extended until
+// finish, or until until is done.
+func (m *Middleware) hold(r *http.Request, o *outcome, until context.Context) *hold {
+	h := &hold{m: m, r: r, key: o.key}
+	if o.resv != nil && o.resv.Allowed {
+		h.resv = o.resv
+	}
+	if o.permit != nil && o.permit.Acquired {
+		h.permit = o.permit
+		h.startExtender(until)
+	}
+	return h
+}
+
+// finish ends what h holds: the reservation is kept when the request
+// counts (status 0 stands for a handler that did not return, which
+// counts) and given back otherwise, then the permit is released. Only the
+// first call does anything; a nil h is nothing to end.
+func (h *hold) finish(status int) {
+	if h == nil || h.done.Swap(true) {
+		return
+	}
+	if h.ext != nil {
+		h.ext.stop()
+	}
+	defer h.release() // also when the CountFunc panics
+	if h.resv == nil || status == 0 || h.m.countIf(h.r, status) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.r.Context()), finishTimeout)
+	defer cancel()
+	if _, err := h.resv.Cancel(ctx); err != nil {
+		h.m.afterFailed(h.r, h.key, "give back the units of a request that does not count (it stays counted)", err)
+	}
+}
+
+func (h *hold) release() {
+	if h.permit == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.r.Context()), finishTimeout)
+	defer cancel()
+	if err := h.permit.Release(ctx); err != nil {
+		h.m.afterFailed(h.r, h.key, "release the permit of a request in flight (it stays held until its ttl)", err)
+	}
+}
+
+// drop gives back what o holds for a request that does not proceed: the
+// permit it took before the rate limits denied it, say.
+func (m *Middleware) drop(r *http.Request, o *outcome) {
+	if o.resv == nil && o.permit == nil {
+		return
+	}
+	h := &hold{m: m, r: r, key: o.key}
+	if o.resv != nil && o.resv.Allowed {
+		h.resv = o.resv
+	}
+	if o.permit != nil && o.permit.Acquired {
+		h.permit = o.permit
+	}
+	if h.resv != nil {
+		// Nothing was served: give the units back, whatever the CountFunc.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), finishTimeout)
+		if _, err := h.resv.Cancel(ctx); err != nil {
+			m.afterFailed(r, o.key, "give back the units of a request that was not served (it stays counted)", err)
+		}
+		cancel()
+	}
+	h.release()
+}
+
+// serve runs next for a request that holds a reservation or a permit,
+// and ends them when next returns or panics; under WithCountIf next
+// writes through a recorder, which sees the status.
+func (m *Middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Request, o *outcome) {
+	h := m.hold(r, o, context.WithoutCancel(r.Context()))
+	var rec *recorder
+	if h.resv != nil {
+		w, rec = wrapWriter(w)
+	}
+	returned := false
+	defer func() {
+		// Without recover: a panic goes on, with its own stack.
+		status := 0
+		if returned {
+			status = http.StatusOK
+			if rec != nil {
+				status = rec.outcome()
+			}
+		}
+		h.finish(status)
+	}()
+	next.ServeHTTP(w, r)
+	returned = true
+}

@@ -1,0 +1,176 @@
+package httplimit
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+)
+
+// recorder is the ResponseWriter a handler gets under WithCountIf: it
+// notes the status of the response on its way through. Its Unwrap lets
+// http.ResponseController reach the writer underneath (deadlines, full
+// duplex); wrapWriter adds Flush, Hijack and Push exactly when that
+// writer can do them, so type assertions tell the truth.
+type recorder struct {
+	http.ResponseWriter
+	status int // the final status written; 0 while none is
+}
+
+// outcome is the status of the response as WithCountIf's CountFunc sees
+// it: the status written, 200 when the handler wrote a body or nothing at
+// all (net/http then sends 200), 101 when it hijacked the connection
+// before writing one (a WebSocket, whose status the middleware cannot
+// see).
+func (w *recorder) outcome() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+func (w *recorder) WriteHeader(code int) {
+	// 1xx codes but 101 are informational: the final status comes later.
+	if w.status == 0 && (code < 100 || code > 199 || code == http.StatusSwitchingProtocols) {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recorder) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// ReadFrom keeps the sendfile path of net/http's writer (io.Copy to the
+// handler's writer lands here).
+func (w *recorder) ReadFrom(src io.Reader) (int64, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(src)
+	}
+	return io.Copy(writerOnly{w.ResponseWriter}, src)
+}
+
+// writerOnly hides ReadFrom, so io.Copy does not come back to recorder.
+type writerOnly struct{ io.Writer }
+
+// Unwrap returns the writer underneath, for http.ResponseController.
+func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// FlushError flushes through http.ResponseController, which reports
+// http.ErrNotSupported when nothing underneath can flush.
+func (w *recorder) FlushError() error {
+	err := http.NewResponseController(w.ResponseWriter).Flush()
+	if err == nil && w.status == 0 {
+		w.status = http.StatusOK // a flush sends the header
+	}
+	return err
+}
+
+func (w *recorder) hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil && w.status == 0 {
+		w.status = http.StatusSwitchingProtocols
+	}
+	return c, rw, err
+}
+
+type (
+	flushFunc  func()
+	hijackFunc func() (net.Conn, *bufio.ReadWriter, error)
+	pushFunc   func(string, *http.PushOptions) error
+)
+
+func (f flushFunc) Flush()                                        { f() }
+func (f hijackFunc) Hijack() (net.Conn, *bufio.ReadWriter, error) { return f() }
+func (f pushFunc) Push(target string, o *http.PushOptions) error  { return f(target, o) }
+
+// wrapWriter returns w wrapped in a recorder that is an http.Flusher, an
+// http.Hijacker and an http.Pusher exactly when w is (directly or, for
+// the first two, through Unwrap as http.ResponseController finds them).
+func wrapWriter(w http.ResponseWriter) (http.ResponseWriter, *recorder) {
+	rec := &recorder{ResponseWriter: w}
+	var (
+		f flushFunc  = func() { _ = rec.FlushError() }
+		h hijackFunc = rec.hijack
+		p pushFunc
+	)
+	caps := 0
+	if reaches(w, func(w http.ResponseWriter) bool {
+		_, ok := w.(http.Flusher)
+		_, okE := w.(interface{ FlushError() error })
+		return ok || okE
+	}) {
+		caps |= 1
+	}
+	if reaches(w, func(w http.ResponseWriter) bool { _, ok := w.(http.Hijacker); return ok }) {
+		caps |= 2
+	}
+	if pu, ok := w.(http.Pusher); ok {
+		p = pu.Push
+		caps |= 4
+	}
+	switch caps {
+	case 1:
+		return struct {
+			*recorder
+			http.Flusher
+		}{rec, f}, rec
+	case 2:
+		return struct {
+			*recorder
+			http.Hijacker
+		}{rec, h}, rec
+	case 3:
+		return struct {
+			*recorder
+			http.Flusher
+			http.Hijacker
+		}{rec, f, h}, rec
+	case 4:
+		return struct {
+			*recorder
+			http.Pusher
+		}{rec, p}, rec
+	case 5:
+		return struct {
+			*recorder
+			http.Flusher
+			http.Pusher
+		}{rec, f, p}, rec
+	case 6:
+		return struct {
+			*recorder
+			http.Hijacker
+			http.Pusher
+		}{rec, h, p}, rec
+	case 7:
+		return struct {
+			*recorder
+			http.Flusher
+			http.Hijacker
+			http.Pusher
+		}{rec, f, h, p}, rec
+	}
+	return rec, rec
+}
+
+// reaches reports whether w, or a writer w unwraps to, passes has.
+func reaches(w http.ResponseWriter, has func(http.ResponseWriter) bool) bool {
+	for range 16 { // a bound, in case of an Unwrap cycle
+		if has(w) {
+			return true
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return false
+		}
+		w = u.Unwrap()
+	}
+	return false
+}
