@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/ratewarden/ratewarden/internal/childproc"
 	"github.com/ratewarden/ratewarden/internal/testredis"
 )
 
@@ -18,9 +19,11 @@ import (
 var redisAddr = "127.0.0.1:6379"
 
 // TestMain serves the whole test binary (the package's own tests start
-// servers of their own): it gives the examples their redis-server and
+// servers of their own): in a child process it runs the child's job
+// (procs_test.go); otherwise it gives the examples their redis-server and
 // checks that nothing leaks goroutines.
 func TestMain(m *testing.M) {
+	childproc.Serve(runChild) // a replica process of procs_test.go
 	// go-redis logs its pool's failed background dials, which the restart
 	// and dead-server tests cause on purpose; their errors are asserted.
 	redis.SetLogger(quietLogger{})
