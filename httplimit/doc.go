@@ -36,6 +36,16 @@
 // fallback) turned into a Result lets the request pass and is logged
 // (WithFailClosed: 503); its text never reaches the client.
 //
+// WithCountIf counts a request only when its response matches: with
+// Failed, only statuses of 400 and up, so "5 failed logins per 15 minutes"
+// never locks out a user who logs in. The cost is reserved before the
+// handler runs (Limiter.Reserve) and given back after it when the
+// response does not count, so the decision stays one atomic step on the
+// shared store, and requests in flight count until they end.
+// WithMaxInFlight caps the requests of a key in flight on all replicas
+// together (Limiter.Acquire): each holds a permit while its handler runs,
+// and the permits of a replica that crashes expire after a ttl.
+//
 // WithLimitFunc (or Rule.Plans) picks the limits per request from a fixed
 // set of plans, each counted on keys of its own. Middleware.Reset and Peek
 // (and ResetKey, PeekKey by client key) clear or read a client's counters
@@ -45,6 +55,6 @@
 // under adapters/: gin, echo, fiber, gRPC). New warns once when another
 // Middleware on the same Limiter counts on the same keys.
 //
-// docs/middleware.md explains keys, rules, headers, shadow mode and store
-// failures at length.
+// docs/middleware.md explains keys, rules, headers, counting by outcome,
+// in-flight caps, shadow mode and store failures at length.
 package httplimit

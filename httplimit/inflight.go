@@ -26,9 +26,11 @@ type InFlight struct {
 	// request asked, itself included when Acquired.
 	Held int64
 	// RetryAfter is zero when Acquired; otherwise the time until the
-	// soonest of the permits held expires, at the latest: a request that
-	// ends gives its permit back at once, usually much sooner. Retry-After
-	// is this, rounded up to whole seconds, at least 1.
+	// soonest of the permits held would expire if nobody released or
+	// extended it: between ttl/2 and ttl, as requests in flight extend
+	// theirs every ttl/2. It errs late: a request that ends gives its
+	// permit back at once, usually much sooner. Retry-After is this,
+	// rounded up to whole seconds, at least 1.
 	RetryAfter time.Duration
 	// Source tells who decided; a failure policy (package fallback) gives
 	// a degraded one (see ratewarden.Source.Degraded).
