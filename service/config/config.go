@@ -162,13 +162,17 @@ type Entry struct{ Key, Value string }
 // level a node with the key and the exact value wins; then the first
 // wildcard (a value ending in "*") in config order whose prefix the value
 // has; then the node with the key alone. That is envoyproxy/ratelimit's
-// order.
+// order. Match allocates nothing: the service calls it on every request.
 func (d *Domain) Match(entries []Entry) *Descriptor {
-	path := d.MatchPath(entries)
-	if path == nil {
-		return nil
+	level := d.Descriptors
+	var node *Descriptor
+	for _, e := range entries {
+		if node = matchLevel(level, e); node == nil {
+			return nil
+		}
+		level = node.Descriptors
 	}
-	return path[len(path)-1]
+	return node
 }
 
 // MatchPath is Match returning the node each entry matched, from the
