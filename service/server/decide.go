@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/internal/nilcheck"
@@ -13,6 +14,7 @@ import (
 // for one key, decided atomically.
 type unit struct {
 	key    string
+	khash  uint64 // keyHash of key: compared before key when grouping
 	limits []ratewarden.Limit
 	cost   int64
 	fp     config.FailurePolicy
@@ -21,16 +23,39 @@ type unit struct {
 	// never be admitted (Envoy's hits_addend may be larger than a limit);
 	// it is only peeked at cost 0 to report the state, and denied.
 	impossible bool
-	// res is the decision of each limit, after decide.
-	res []ratewarden.Result
+	// res is the decision of each limit, after decide; res1 holds it when
+	// the unit has one limit and is decided alone.
+	res  []ratewarden.Result
+	res1 [1]ratewarden.Result
+}
+
+// limiters holds the Limiter of each failure policy, made on first use:
+// an array indexed as config.FailurePolicies, read without a lock or a
+// map lookup.
+type limiters [3]atomic.Pointer[ratewarden.Limiter]
+
+// fpIndex is the index of fp in config.FailurePolicies, or -1.
+func fpIndex(fp config.FailurePolicy) int {
+	switch fp {
+	case config.FailOpen:
+		return 0
+	case config.FailClosed:
+		return 1
+	case config.LocalFallback:
+		return 2
+	}
+	return -1
 }
 
 // limiter returns the Limiter of failure policy fp, built on the first
 // store the backend hands out for it; store calls through it are timed and
 // counted by op and failure policy. A backend failure is a store failure.
 func (s *Server) limiter(fp config.FailurePolicy) (*ratewarden.Limiter, error) {
-	if l, ok := s.limiters.Load(fp); ok {
-		return l.(*ratewarden.Limiter), nil
+	i := fpIndex(fp)
+	if i >= 0 {
+		if l := s.limiters[i].Load(); l != nil {
+			return l, nil
+		}
 	}
 	st, err := s.backend.Store(fp)
 	if err == nil && nilcheck.Is(st) {
@@ -45,68 +70,97 @@ func (s *Server) limiter(fp config.FailurePolicy) (*ratewarden.Limiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: limiter for %s: %v: %w", fp, err, ratewarden.ErrStoreUnavailable)
 	}
-	got, _ := s.limiters.LoadOrStore(fp, l)
-	return got.(*ratewarden.Limiter), nil
+	if i < 0 {
+		return l, nil // not a policy the config can name: never kept
+	}
+	if !s.limiters[i].CompareAndSwap(nil, l) {
+		return s.limiters[i].Load(), nil // another request made it first
+	}
+	return l, nil
 }
 
 // decide decides units as one request, through Limiter.AllowKeys: each
 // unit atomic on its key; peeked first and consumed only when every
 // non-shadow unit would be admitted, so a denied request consumes nothing
 // (best effort across keys, exact per key). Units of different failure
-// policies go through their own Limiters (KeyCheck.Via).
+// policies go through their own Limiters (KeyCheck.Via). A lone unit of
+// one limit is one Limiter.AllowN, the same single store call without the
+// multi-key bookkeeping.
 //
 // denied says the request is denied whatever the units say (a limit of 0
 // applies), and so does an impossible unit that is not shadow: then every
 // unit is only peeked, to report its state. Impossible shadow units are
-// peeked after the decision.
-func (s *Server) decide(ctx context.Context, units []*unit, denied bool) error {
-	checks := make([]ratewarden.KeyCheck, len(units))
-	for i, u := range units {
+// peeked after the decision. c holds the checks' buffers.
+func (s *Server) decide(ctx context.Context, c *rlsCall, denied bool) error {
+	units := c.units
+	if len(units) == 1 && !units[0].impossible && !denied && len(units[0].limits) == 1 {
+		u := &units[0]
 		lim, err := s.limiter(u.fp)
 		if err != nil {
 			return err
 		}
-		checks[i] = ratewarden.KeyCheck{Key: u.key, Limits: u.limits, Cost: u.cost, Shadow: u.shadow, Via: lim}
+		res, err := lim.AllowN(ctx, u.key, u.limits[0], u.cost)
+		if err != nil {
+			return err
+		}
+		u.res1[0] = res
+		u.res = u.res1[:]
+		return nil
+	}
+	checks := c.checks[:0]
+	for i := range units {
+		u := &units[i]
+		lim, err := s.limiter(u.fp)
+		if err != nil {
+			return err
+		}
+		kc := ratewarden.KeyCheck{Key: u.key, Limits: u.limits, Cost: u.cost, Shadow: u.shadow, Via: lim}
 		if u.impossible {
-			checks[i].Cost = 0
+			kc.Cost = 0
 			denied = denied || !u.shadow
 		}
+		checks = append(checks, kc)
 	}
-	var decided, peekedAfter []int
-	for i, u := range units {
-		if u.impossible && !denied {
+	c.checks = checks
+	decided, peekedAfter := c.idx[:0], c.idx2[:0]
+	for i := range units {
+		if units[i].impossible && !denied {
 			peekedAfter = append(peekedAfter, i)
 		} else {
 			decided = append(decided, i)
 		}
 	}
-	if err := run(ctx, units, checks, decided, !denied); err != nil {
+	c.idx, c.idx2 = decided, peekedAfter
+	if err := c.run(ctx, decided, !denied); err != nil {
 		return err
 	}
-	return run(ctx, units, checks, peekedAfter, false)
+	return c.run(ctx, peekedAfter, false)
 }
 
 // run decides the units at idx together, consuming or peeking, and stores
 // their results; an impossible unit's are denied.
-func run(ctx context.Context, units []*unit, checks []ratewarden.KeyCheck, idx []int, consume bool) error {
+func (c *rlsCall) run(ctx context.Context, idx []int, consume bool) error {
 	if len(idx) == 0 {
 		return nil
 	}
-	cs := make([]ratewarden.KeyCheck, len(idx))
-	for j, i := range idx {
-		cs[j] = checks[i]
+	cs := c.sub[:0]
+	for _, i := range idx {
+		cs = append(cs, c.checks[i])
 	}
+	c.sub = cs
 	lim := cs[0].Via // every check names its Limiter
-	decideKeys := lim.PeekKeys
+	var d ratewarden.KeysDecision
+	var err error
 	if consume {
-		decideKeys = lim.AllowKeys
+		d, err = lim.AllowKeys(ctx, cs...)
+	} else {
+		d, err = lim.PeekKeys(ctx, cs...)
 	}
-	d, err := decideKeys(ctx, cs...)
 	if err != nil {
 		return err
 	}
 	for j, i := range idx {
-		u := units[i]
+		u := &c.units[i]
 		u.res = d.Checks[j].Results
 		if u.impossible {
 			for k := range u.res {

@@ -91,7 +91,11 @@ func (s *Server) nearLimit(domain string, e *evalDesc, res *ratewarden.Result) {
 	after := rate - addSat(res.Remaining, e.later)
 	before := after - e.cost
 	threshold := int64(math.Floor(float64(rate) * s.nearRatio))
-	if after > threshold {
+	switch {
+	case after <= threshold:
+	case e.node != nil:
+		e.node.series.nearLimit(s.m, after-max(threshold, before))
+	default:
 		s.m.nearLimit.WithLabelValues("grpc", domain, e.label).Add(float64(after - max(threshold, before)))
 	}
 }
@@ -122,11 +126,11 @@ func (c EnvoyCompat) headers(sts []*rlspb.RateLimitResponse_DescriptorStatus, ev
 		return nil
 	}
 	st := sts[pick]
-	return []*corepb.HeaderValue{
-		{Key: nameOr(c.LimitHeader, DefaultLimitHeader), Value: strconv.FormatUint(uint64(st.GetCurrentLimit().GetRequestsPerUnit()), 10)},
-		{Key: nameOr(c.RemainingHeader, DefaultRemainingHeader), Value: strconv.FormatUint(uint64(st.GetLimitRemaining()), 10)},
-		{Key: nameOr(c.ResetHeader, DefaultResetHeader), Value: strconv.FormatInt(int64(windowReset(evals[pick].period, now)/time.Second), 10)},
-	}
+	var hv [3]corepb.HeaderValue
+	hv[0].Key, hv[0].Value = nameOr(c.LimitHeader, DefaultLimitHeader), strconv.FormatUint(uint64(st.GetCurrentLimit().GetRequestsPerUnit()), 10)
+	hv[1].Key, hv[1].Value = nameOr(c.RemainingHeader, DefaultRemainingHeader), strconv.FormatUint(uint64(st.GetLimitRemaining()), 10)
+	hv[2].Key, hv[2].Value = nameOr(c.ResetHeader, DefaultResetHeader), strconv.FormatInt(int64(windowReset(evals[pick].period, now)/time.Second), 10)
+	return []*corepb.HeaderValue{&hv[0], &hv[1], &hv[2]}
 }
 
 func nameOr(name, def string) string {

@@ -5,21 +5,18 @@ import (
 	"fmt"
 	"math"
 	"net/url"
-	"strings"
+	"slices"
 	"time"
 	"unicode/utf8"
 
-	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratewarden/ratewarden"
-	"github.com/ratewarden/ratewarden/httplimit"
 	"github.com/ratewarden/ratewarden/service/config"
 )
 
@@ -40,6 +37,7 @@ const (
 // evalDesc is the evaluation of one request descriptor.
 type evalDesc struct {
 	kind   int
+	node   *nodePlan         // the configured limit that applies; nil for an override
 	rl     *config.RateLimit // the limit reported as current_limit
 	mult   uint32            // unit_multiplier of an override, else 0
 	label  string            // metrics/header name: rate limit name or descriptor path
@@ -49,12 +47,14 @@ type evalDesc struct {
 	period time.Duration     // the limit's period (also for requests_per_unit 0)
 	shared []string          // share_threshold: entry i counts under wildcard shared[i] when not ""
 	key    string
+	khash  uint64 // keyHash(key)
 	limit  ratewarden.Limit
 	cost   int64
 	fp     config.FailurePolicy
 	unit   *unit
 	idx    int   // index of limit in unit
 	later  int64 // hits of the descriptors after this one counted on the same limit and key
+	slot   int   // index of the eval's slot in rlsCall.slots (group)
 }
 
 var rlsUnits = map[string]rlspb.RateLimitResponse_RateLimit_Unit{
@@ -95,95 +95,109 @@ func invalid(format string, args ...any) error {
 // the whole request, resolves each descriptor to what it counts, decides
 // them together and renders the answer.
 func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	if g.s.tracer == nil {
+		return g.decide(ctx, req)
+	}
 	return g.s.traceRLS(ctx, req, func(ctx context.Context) (*rlspb.RateLimitResponse, error) { return g.decide(ctx, req) })
 }
 
-// decide is ShouldRateLimit without its span.
+// decide is ShouldRateLimit without its span. The request's working
+// state lives in a pooled rlsCall; the answer never refers to it.
 func (g *rls) decide(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	c := newRLSCall()
+	defer c.free()
 	// Validate everything before any store call: bad input consumes nothing.
-	entries, hits, err := validateRLS(req, g.s.maxKey)
+	hits, err := c.validate(req, g.s.maxKey)
 	if err != nil {
 		return nil, err
 	}
 	sn := g.s.snap.Load()
-	dom := sn.cfg.Domains[req.GetDomain()]
-	if dom == nil {
-		resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(entries))}
-		for i := range entries {
-			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
-		}
-		if g.s.envoy.DynamicMetadata {
-			resp.DynamicMetadata = dynamicMetadata(req, nil, nil)
-		}
-		return resp, nil
+	dp := sn.plan.domains[req.GetDomain()]
+	if dp == nil {
+		return g.unknownDomain(req, len(c.ends)), nil
 	}
-	evals, err := g.resolve(req, entries, hits, dom, sn)
-	if err != nil {
+	if err := g.resolve(req, c, hits, dp, sn); err != nil {
 		return nil, err
 	}
-	if err := g.decideAll(ctx, evals); err != nil {
+	if err := g.decideAll(ctx, c); err != nil {
 		return nil, err
 	}
-	return g.render(req, dom, evals), nil
+	return g.render(req, dp, c), nil
 }
 
-// validateRLS checks a request and returns each descriptor's entries and
+// unknownDomain is the answer for a domain the config does not have: OK
+// for each of the n descriptors.
+func (g *rls) unknownDomain(req *rlspb.RateLimitRequest, n int) *rlspb.RateLimitResponse {
+	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, n)}
+	for i := range n {
+		resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+	}
+	if g.s.envoy.DynamicMetadata {
+		resp.DynamicMetadata = dynamicMetadata(req, nil, nil)
+	}
+	return resp
+}
+
+// validate checks a request, keeps each descriptor's entries and returns
 // the request's hits_addend (1 when unset). maxKey caps the bytes of the
 // domain and a descriptor's entries together: the key they make.
-func validateRLS(req *rlspb.RateLimitRequest, maxKey int) ([][]config.Entry, int64, error) {
+func (c *rlsCall) validate(req *rlspb.RateLimitRequest, maxKey int) (int64, error) {
 	if path := utf8Error(req); path != "" {
-		return nil, 0, invalid("%s: invalid UTF-8", path)
+		return 0, invalid("%s: invalid UTF-8", path)
 	}
 	if req.GetDomain() == "" {
-		return nil, 0, invalid("domain is required")
+		return 0, invalid("domain is required")
 	}
 	if err := checkString("domain", req.GetDomain(), maxKey); err != nil {
-		return nil, 0, err
+		return 0, err
 	}
 	ds := req.GetDescriptors()
 	if len(ds) == 0 {
-		return nil, 0, invalid("at least one descriptor is required")
+		return 0, invalid("at least one descriptor is required")
 	}
 	if len(ds) > MaxDescriptors {
-		return nil, 0, invalid("%d descriptors; at most %d per request", len(ds), MaxDescriptors)
+		return 0, invalid("%d descriptors; at most %d per request", len(ds), MaxDescriptors)
 	}
 	hits := int64(req.GetHitsAddend())
 	if hits == 0 {
 		hits = 1 // proto3 cannot tell 0 from unset; Envoy means 1
 	}
-	entries := make([][]config.Entry, len(ds))
 	for i, d := range ds {
 		if len(d.GetEntries()) == 0 {
-			return nil, 0, invalid("descriptors[%d]: at least one entry is required", i)
+			return 0, invalid("descriptors[%d]: at least one entry is required", i)
 		}
 		size := len(req.GetDomain())
 		for j, e := range d.GetEntries() {
 			if e.GetKey() == "" {
-				return nil, 0, invalid("descriptors[%d].entries[%d].key: key is required", i, j)
+				return 0, invalid("descriptors[%d].entries[%d].key: key is required", i, j)
 			}
-			if err := checkEntry(e, i, j, maxKey); err != nil {
-				return nil, 0, err
+			if !validString(e.GetKey(), maxKey) || !validString(e.GetValue(), maxKey) {
+				return 0, checkEntry(e, i, j, maxKey)
 			}
 			// The store key separates entries ("/key=value"): count the two
 			// separators, so every key within the cap fits the store's
 			// (backend.StoreKeyBytes: three times the cap, escaped, plus 1 KiB).
 			size += len(e.GetKey()) + len(e.GetValue()) + 2
-			entries[i] = append(entries[i], config.Entry{Key: e.GetKey(), Value: e.GetValue()})
+			c.entries = append(c.entries, config.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
+		c.ends = append(c.ends, len(c.entries))
 		if size > maxKey {
-			return nil, 0, invalid("descriptors[%d]: domain and entries make a key of %d bytes; the cap is %d bytes (--max-key-bytes)", i, size, maxKey)
+			return 0, invalid("descriptors[%d]: domain and entries make a key of %d bytes; the cap is %d bytes (--max-key-bytes)", i, size, maxKey)
 		}
 		if d.GetIsNegativeHits() {
-			return nil, 0, invalid("descriptors[%d]: is_negative_hits is not supported (a decision never refunds)", i)
+			return 0, invalid("descriptors[%d]: is_negative_hits is not supported (a decision never refunds)", i)
 		}
 		if o := d.GetLimit(); o != nil {
 			if _, _, err := overridePeriod(o, i); err != nil {
-				return nil, 0, err
+				return 0, err
 			}
 		}
 	}
-	return entries, hits, nil
+	return hits, nil
 }
+
+// validString reports whether a string field passes checkString.
+func validString(v string, maxKey int) bool { return len(v) <= maxKey && utf8.ValidString(v) }
 
 // checkEntry checks the key and value of entry j of descriptor i.
 func checkEntry(e *rlcommon.RateLimitDescriptor_Entry, i, j, maxKey int) error {
@@ -210,27 +224,25 @@ func checkString(path, v string, maxKey int) error {
 // resolve turns each descriptor into what it counts: the matched node's
 // limit (or an override), its key, cost, failure policy and label; limits
 // replaced by another that matched count nothing.
-func (g *rls) resolve(req *rlspb.RateLimitRequest, entries [][]config.Entry, hits int64, dom *config.Domain, sn *snapshot) ([]evalDesc, error) {
+func (g *rls) resolve(req *rlspb.RateLimitRequest, c *rlsCall, hits int64, dp *domainPlan, sn *snapshot) error {
 	ds := req.GetDescriptors()
-	evals := make([]evalDesc, len(ds))
-	replaced := map[string]bool{}
+	evals := c.newEvals(len(ds))
 	for i, d := range ds {
 		e := &evals[i]
 		e.cost = hits
 		if h := d.GetHitsAddend(); h != nil {
 			e.cost = int64(min(h.GetValue(), math.MaxInt64))
 		}
-		path := dom.MatchPath(entries[i])
-		var node *config.Descriptor
-		if len(path) > 0 {
-			node = path[len(path)-1]
-		}
+		entries := c.descEntries(i)
+		node := dp.dom.Match(entries)
 		if o := d.GetLimit(); o != nil {
-			if err := g.override(e, o, node, dom, sn, i); err != nil {
-				return nil, err
+			if err := g.override(e, o, node, dp.dom, sn, i); err != nil {
+				return err
 			}
 		} else if node != nil && node.RateLimit != nil {
-			g.configured(e, path, dom, sn, replaced)
+			np := dp.nodes[node]
+			e.configured(np)
+			c.replaced = append(c.replaced, np.rl.Replaces...)
 		}
 		if g.s.envoy.QuotaMode && !e.shadow && e.kind != kindNone && e.kind != kindUnlimited {
 			// QUOTA_MODE applies to what would be OVER_LIMIT: not to a
@@ -238,7 +250,7 @@ func (g *rls) resolve(req *rlspb.RateLimitRequest, entries [][]config.Entry, hit
 			e.shadow, e.quota = true, true
 		}
 		if e.kind == kindCounted {
-			e.key = envoyKey(req.GetDomain(), entries[i], e.shared)
+			c.key = appendEnvoyKey(c.key[:0], dp.keyPrefix, entries, e.shared)
 			if e.mult > 0 {
 				// An override counts on its own state, apart from the
 				// configured limit of the same entries (and from other
@@ -247,66 +259,45 @@ func (g *rls) resolve(req *rlspb.RateLimitRequest, entries [][]config.Entry, hit
 				// two would see the other's hits and one of them could
 				// not be enforced at its own rate. '#' never appears
 				// unescaped in envoyKey, so no entry can forge this.
-				e.key += "#override=" + url.QueryEscape(e.limit.String())
+				c.key = append(c.key, "#override="...)
+				c.key = append(c.key, url.QueryEscape(e.limit.String())...)
 			}
+			e.key = string(c.key)
+			e.khash = keyHash64(e.key)
 		}
+	}
+	if len(c.replaced) == 0 {
+		return nil
 	}
 	for i := range evals {
 		// An unlimited limit stays unlimited, replaced or not, as in
 		// envoyproxy/ratelimit.
-		if e := &evals[i]; e.rl != nil && e.rl.Name != "" && replaced[e.rl.Name] && e.mult == 0 && e.kind != kindUnlimited {
+		if e := &evals[i]; e.rl != nil && e.rl.Name != "" && e.mult == 0 && e.kind != kindUnlimited && slices.Contains(c.replaced, e.rl.Name) {
 			*e = evalDesc{kind: kindNone}
 		}
 	}
-	return evals, nil
+	return nil
 }
 
-// configured fills e from the rate_limit of the node a descriptor matched
-// (the last of path, the node each entry matched) and notes the limits it
-// replaces.
-func (g *rls) configured(e *evalDesc, path []*config.Descriptor, dom *config.Domain, sn *snapshot, replaced map[string]bool) {
-	node := path[len(path)-1]
-	rl := node.RateLimit
-	// shadow_mode wins over quota_mode: a shadow status is OK already.
-	e.rl, e.shadow, e.quota, e.qcfg, e.label = rl, node.Shadow || node.QuotaMode, node.QuotaMode && !node.Shadow, node.QuotaMode, node.Path
-	e.period = config.Units[rl.Unit]
-	for j, n := range path {
-		if n.ShareThreshold && n.Prefix {
-			if e.shared == nil {
-				e.shared = make([]string, len(path))
-			}
-			e.shared[j] = n.Value + "*"
-		}
-	}
-	if rl.Name != "" {
-		e.label = rl.Name
-	}
-	for _, r := range rl.Replaces {
-		replaced[r] = true
-	}
-	switch {
-	case rl.Unlimited:
-		e.kind = kindUnlimited
-	case rl.RequestsPerUnit == 0:
-		e.kind = kindZero
-	default:
-		e.kind, e.limit = kindCounted, rl.Limit
-		e.fp = g.s.failure(sn.cfg, rl.Failure, dom.Failure)
-	}
+// configured fills e from np, the rate_limit of the node a descriptor
+// matched.
+func (e *evalDesc) configured(np *nodePlan) {
+	e.node, e.rl, e.kind, e.label = np, np.rl, np.kind, np.label
+	e.shadow, e.quota, e.qcfg, e.period, e.shared = np.shadow, np.quota, np.qcfg, np.period, np.shared
+	e.limit, e.fp = np.limit, np.fp
 }
 
 // decideAll decides the counted descriptors in one step and maps a
 // failure to its gRPC status.
-func (g *rls) decideAll(ctx context.Context, evals []evalDesc) error {
-	units := group(evals)
-	if len(units) == 0 {
+func (g *rls) decideAll(ctx context.Context, c *rlsCall) error {
+	if c.group(); len(c.units) == 0 {
 		return nil
 	}
 	zeroDenies := false // a non-shadow requests_per_unit 0 denies the request
-	for i := range evals {
-		zeroDenies = zeroDenies || (evals[i].kind == kindZero && !evals[i].shadow)
+	for i := range c.evals {
+		zeroDenies = zeroDenies || (c.evals[i].kind == kindZero && !c.evals[i].shadow)
 	}
-	err := g.s.decide(ctx, units, zeroDenies)
+	err := g.s.decide(ctx, c, zeroDenies)
 	switch ratewarden.Classify(ctx, err) {
 	case ratewarden.NoError:
 		return nil
@@ -316,8 +307,8 @@ func (g *rls) decideAll(ctx context.Context, evals []evalDesc) error {
 	// The store's error may name addresses and the caller's values: it is
 	// logged with the keys hashed, and the caller gets a fixed message.
 	msg := err.Error()
-	for _, u := range units {
-		msg = redact(msg, u.key)
+	for i := range c.units {
+		msg = redact(msg, c.units[i].key)
 	}
 	if k := ratewarden.Classify(ctx, err); k == ratewarden.StoreUnavailable || k == ratewarden.KeyState {
 		g.s.log.Warn("store unavailable", "err", msg)
@@ -330,13 +321,14 @@ func (g *rls) decideAll(ctx context.Context, evals []evalDesc) error {
 // render builds the answer, as envoyproxy/ratelimit gives it: one status
 // per descriptor, the overall code, and the headers and dynamic metadata
 // the server's EnvoyCompat asks for.
-func (g *rls) render(req *rlspb.RateLimitRequest, dom *config.Domain, evals []evalDesc) *rlspb.RateLimitResponse {
-	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(evals))}
+func (g *rls) render(req *rlspb.RateLimitRequest, dp *domainPlan, c *rlsCall) *rlspb.RateLimitResponse {
+	evals := c.evals
+	resp, boxes := newResponse(len(evals))
 	now := time.Now()
 	var quotaOver []int // descriptors over a quota_mode limit
 	for i := range evals {
-		st, over := g.status(dom, &evals[i], now)
-		resp.Statuses[i] = st
+		st := &boxes[i].st
+		over := g.status(dp.dom.Name, &evals[i], now, &boxes[i])
 		switch {
 		case over && evals[i].quota:
 			quotaOver = append(quotaOver, i)
@@ -350,7 +342,7 @@ func (g *rls) render(req *rlspb.RateLimitRequest, dom *config.Domain, evals []ev
 	switch g.s.envoy.Headers {
 	case RLSHeadersRatewarden:
 		// No Retry-After on a request that passes, SHADOW_MODE's too.
-		resp.ResponseHeadersToAdd = draftHeaders(evals, resp.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT)
+		resp.ResponseHeadersToAdd = c.draftHeaders(dp, resp.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT, now)
 	case RLSHeadersEnvoy:
 		resp.ResponseHeadersToAdd = g.s.envoy.headers(resp.Statuses, evals, now)
 	}
@@ -360,23 +352,66 @@ func (g *rls) render(req *rlspb.RateLimitRequest, dom *config.Domain, evals []ev
 	return resp
 }
 
-// status is the status of descriptor e and whether it is over its limit.
-// Over the limit, limit_remaining is 0 and duration_until_reset the end
-// of the limit's window, as envoyproxy/ratelimit reports them; a shadow
-// limit's code is OK, and a quota_mode limit's is OK with no
-// duration_until_reset.
-func (g *rls) status(dom *config.Domain, e *evalDesc, now time.Time) (*rlspb.RateLimitResponse_DescriptorStatus, bool) {
-	st := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+// statusBox holds a descriptor's status and its duration_until_reset, so
+// that both are one allocation.
+type statusBox struct {
+	st    rlspb.RateLimitResponse_DescriptorStatus
+	reset durationpb.Duration
+}
+
+// oneStatus is the answer to a request of one descriptor, in one
+// allocation.
+type oneStatus struct {
+	resp rlspb.RateLimitResponse
+	sts  [1]*rlspb.RateLimitResponse_DescriptorStatus
+	box  [1]statusBox
+}
+
+// newResponse returns an answer with n statuses, OK, and the boxes they
+// point into.
+func newResponse(n int) (*rlspb.RateLimitResponse, []statusBox) {
+	var resp *rlspb.RateLimitResponse
+	var boxes []statusBox
+	if n == 1 {
+		one := new(oneStatus)
+		resp, boxes = &one.resp, one.box[:]
+		resp.Statuses = one.sts[:]
+	} else {
+		resp, boxes = new(rlspb.RateLimitResponse), make([]statusBox, n)
+		resp.Statuses = make([]*rlspb.RateLimitResponse_DescriptorStatus, n)
+	}
+	resp.OverallCode = rlspb.RateLimitResponse_OK
+	for i := range boxes {
+		resp.Statuses[i] = &boxes[i].st
+	}
+	return resp, boxes
+}
+
+// setReset sets b's duration_until_reset to d.
+func (b *statusBox) setReset(d time.Duration) {
+	b.reset.Seconds = int64(d / time.Second)
+	b.reset.Nanos = int32(d % time.Second)
+	b.st.DurationUntilReset = &b.reset
+}
+
+// status fills b with the status of descriptor e and reports whether it
+// is over its limit. Over the limit, limit_remaining is 0 and
+// duration_until_reset the end of the limit's window, as
+// envoyproxy/ratelimit reports them; a shadow limit's code is OK, and a
+// quota_mode limit's is OK with no duration_until_reset.
+func (g *rls) status(domain string, e *evalDesc, now time.Time, b *statusBox) bool {
+	st := &b.st
+	st.Code = rlspb.RateLimitResponse_OK
 	over := false
 	switch e.kind {
 	case kindUnlimited:
 		st.LimitRemaining = math.MaxUint32
-		return st, false
+		return false
 	case kindZero:
 		over = true
-		st.CurrentLimit = currentLimit(e)
-		st.DurationUntilReset = durationpb.New(windowReset(e.period, now))
-		g.s.m.decision("grpc", dom.Name, e.label, ratewarden.Result{}, e.shadow)
+		st.CurrentLimit = e.currentLimit()
+		b.setReset(windowReset(e.period, now))
+		g.count(domain, e, &ratewarden.Result{})
 	case kindCounted:
 		res := &e.unit.res[e.idx]
 		over = !res.Allowed
@@ -390,17 +425,17 @@ func (g *rls) status(dom *config.Domain, e *evalDesc, now time.Time) (*rlspb.Rat
 			}
 			res.ResetAfter = res.RetryAfter
 		}
-		st.CurrentLimit = currentLimit(e)
+		st.CurrentLimit = e.currentLimit()
 		if !over {
 			// The remaining right after this descriptor's hits, as
 			// envoyproxy/ratelimit counts descriptors one by one.
 			st.LimitRemaining = uint32(min(addSat(res.Remaining, e.later), math.MaxUint32))
 		}
-		st.DurationUntilReset = durationpb.New(resetOf(e.limit, *res, now))
-		g.s.m.decision("grpc", dom.Name, e.label, *res, e.shadow)
-		g.s.nearLimit(dom.Name, e, res)
+		b.setReset(resetOf(e.limit, *res, now))
+		g.count(domain, e, res)
+		g.s.nearLimit(domain, e, res)
 	default:
-		return st, false
+		return false
 	}
 	switch {
 	case !over:
@@ -409,7 +444,25 @@ func (g *rls) status(dom *config.Domain, e *evalDesc, now time.Time) (*rlspb.Rat
 	case !e.shadow:
 		st.Code = rlspb.RateLimitResponse_OVER_LIMIT
 	}
-	return st, over
+	return over
+}
+
+// count counts e's decision, res, in the metrics: through its node's
+// series, or looked up for an override.
+func (g *rls) count(domain string, e *evalDesc, res *ratewarden.Result) {
+	if e.node != nil {
+		e.node.series.decision(g.s.m, res, e.shadow)
+		return
+	}
+	g.s.m.decision("grpc", domain, e.label, *res, e.shadow)
+}
+
+// currentLimit is e's current_limit: its node's, or made for an override.
+func (e *evalDesc) currentLimit() *rlspb.RateLimitResponse_RateLimit {
+	if e.node != nil {
+		return e.node.current
+	}
+	return currentLimit(e.rl, e.mult)
 }
 
 // resetOf is the duration_until_reset of a limit: for a fixed window, the
@@ -432,53 +485,6 @@ func windowReset(period time.Duration, now time.Time) time.Duration {
 		return period
 	}
 	return time.Duration(sec-now.Unix()%sec) * time.Second
-}
-
-// draftHeaders are ratewarden's headers: RateLimit-Policy and RateLimit
-// with one item per enforced limit (requests_per_unit 0 included),
-// X-RateLimit-* for the binding one, Retry-After when over. Shadow and
-// quota limits are left out unless no enforced limit applies.
-func draftHeaders(evals []evalDesc, over bool) []*corepb.HeaderValue {
-	var hdr, shadowHdr ratewarden.Decision
-	var policies, shadowPolicies []httplimit.Policy
-	seen := map[*ratewarden.Result]bool{}
-	for i := range evals {
-		e := &evals[i]
-		var res ratewarden.Result
-		switch e.kind {
-		case kindCounted:
-			if seen[&e.unit.res[e.idx]] {
-				continue
-			}
-			seen[&e.unit.res[e.idx]] = true
-			res = e.unit.res[e.idx]
-		case kindZero:
-			reset := windowReset(e.period, time.Now())
-			res = ratewarden.Result{Limit: ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Period: e.period}, RetryAfter: reset, ResetAfter: reset}
-		default:
-			continue
-		}
-		p := httplimit.Policy{Name: e.label, Limit: res.Limit}
-		if e.shadow {
-			shadowHdr.Results, shadowPolicies = append(shadowHdr.Results, res), append(shadowPolicies, p)
-		} else {
-			hdr.Results, policies = append(hdr.Results, res), append(policies, p)
-		}
-	}
-	if len(hdr.Results) == 0 {
-		hdr, policies = shadowHdr, shadowPolicies
-		for i := range hdr.Results {
-			hdr.Results[i].Allowed = true // a shadow limit never rejects
-			hdr.Results[i].RetryAfter = 0
-		}
-	}
-	hdr.Allowed = !over
-	var out []*corepb.HeaderValue
-	for _, f := range httplimit.NewRenderer(httplimit.DraftHeaders|httplimit.XRateLimitHeaders, policies...).Append(nil, hdr, over) {
-		// Lower case, as HTTP/2 (and Envoy) want header names.
-		out = append(out, &corepb.HeaderValue{Key: strings.ToLower(f.Name), Value: f.Value})
-	}
-	return out
 }
 
 // override applies a descriptor's limit override, as envoyproxy/ratelimit
@@ -532,103 +538,6 @@ func overridePeriod(o *rlcommon.RateLimitDescriptor_RateLimitOverride, i int) (t
 			i, mult, unit, ratewarden.MaxPeriod, int64(ratewarden.MaxPeriod/u), unit)
 	}
 	return u * time.Duration(mult), mult, nil
-}
-
-func currentLimit(e *evalDesc) *rlspb.RateLimitResponse_RateLimit {
-	cl := &rlspb.RateLimitResponse_RateLimit{Name: e.rl.Name, RequestsPerUnit: e.rl.RequestsPerUnit, Unit: rlsUnits[e.rl.Unit]}
-	if e.mult > 1 {
-		cl.UnitMultiplier = wrapperspb.UInt32(e.mult)
-	}
-	return cl
-}
-
-// envoyKey is the store key of a descriptor: the domain and every entry,
-// each escaped so that no two descriptors share a key by accident. Each
-// distinct value counts separately, as in envoyproxy/ratelimit, except an
-// entry i matched by a share_threshold wildcard: its value is that
-// wildcard, shared[i], after a bare '*', which no escaped value holds, so
-// every value matching the wildcard counts on one key.
-func envoyKey(domain string, entries []config.Entry, shared []string) string {
-	var b strings.Builder
-	b.WriteString("envoy/")
-	b.WriteString(url.QueryEscape(domain))
-	for i, e := range entries {
-		b.WriteByte('/')
-		b.WriteString(url.QueryEscape(e.Key))
-		b.WriteByte('=')
-		v := e.Value
-		if i < len(shared) && shared[i] != "" {
-			b.WriteByte('*')
-			v = shared[i]
-		}
-		b.WriteString(url.QueryEscape(v))
-	}
-	return b.String()
-}
-
-// group turns the counted descriptors into units (store calls). The limits
-// of one key with the same cost, failure policy and shadow mode form one
-// atomic unit; the same limit (rate, burst, algorithm and period) on the
-// same key twice counts its costs together. Descriptors with different
-// limits never merge, so none loses its own rate.
-func group(evals []evalDesc) []*unit {
-	type slot struct {
-		key    string
-		fp     config.FailurePolicy
-		shadow bool
-		limit  ratewarden.Limit
-	}
-	type merged struct {
-		slot
-		cost  int64
-		descs []int
-	}
-	var ms []*merged
-	index := map[slot]*merged{}
-	for i := range evals {
-		e := &evals[i]
-		if e.kind != kindCounted {
-			continue
-		}
-		// The same limit on one key twice shares state, so it merges.
-		sl := slot{key: e.key, fp: e.fp, shadow: e.shadow, limit: e.limit}
-		m := index[sl]
-		if m == nil {
-			m = &merged{slot: sl}
-			index[sl] = m
-			ms = append(ms, m)
-		}
-		m.cost = addSat(m.cost, e.cost)
-		m.descs = append(m.descs, i)
-	}
-	type unitKey struct {
-		key    string
-		fp     config.FailurePolicy
-		shadow bool
-		cost   int64
-	}
-	var units []*unit
-	byKey := map[unitKey]*unit{}
-	for _, m := range ms {
-		uk := unitKey{m.key, m.fp, m.shadow, m.cost}
-		u := byKey[uk]
-		if u == nil {
-			u = &unit{key: m.key, cost: m.cost, fp: m.fp, shadow: m.shadow}
-			byKey[uk] = u
-			units = append(units, u)
-		}
-		idx := len(u.limits)
-		u.limits = append(u.limits, m.limit)
-		if m.cost > m.limit.Capacity() {
-			u.impossible = true
-		}
-		later := m.cost
-		for _, d := range m.descs {
-			later -= evals[d].cost
-			evals[d].unit, evals[d].idx, evals[d].later = u, idx, max(later, 0)
-		}
-	}
-	return units
 }
 
 // addSat adds two costs (both >= 0), saturating at math.MaxInt64 instead
