@@ -1,0 +1,115 @@
+// Command barerls is the load test's baseline (TestLoadRatio): the
+// library deciding behind the least an Envoy rate limit service does. It
+// answers ShouldRateLimit by checking each descriptor's entries, joined
+// into a key, against one limit (1,000,000,000 per hour, fixed window)
+// with one Limiter.Allow, on memstore or, with -redis, on the library's
+// recommended Redis stack (package stack), and returns a status per
+// descriptor. No config, no metrics, no headers: what is left is the
+// library and gRPC, so the service's figure beside it is the price of
+// being a service.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/rueidis"
+	"google.golang.org/grpc"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/memstore"
+	"github.com/ratewarden/ratewarden/redisstore"
+	"github.com/ratewarden/ratewarden/stack"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8081", "gRPC address to serve")
+	redisURL := flag.String("redis", "", "Redis URL; empty: memstore")
+	flag.Parse()
+	st, closeStore, err := store(*redisURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer closeStore()
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	g := grpc.NewServer()
+	rlspb.RegisterRateLimitServiceServer(g, &bare{lim: lim, limit: ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1_000_000_000, Period: time.Hour}})
+	go func() {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		<-sig
+		g.Stop()
+	}()
+	if err := g.Serve(ln); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// store is memstore, or the Redis stack at url.
+func store(url string) (ratewarden.Store, func(), error) {
+	if url == "" {
+		st, err := memstore.New()
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, func() { st.Close() }, nil
+	}
+	opt, err := redisstore.ParseURL(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis: %w", err)
+	}
+	st, err := stack.New(client)
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	return st, func() { _ = st.Close(context.Background()); client.Close() }, nil
+}
+
+// bare is the rate limit service: one Allow per descriptor.
+type bare struct {
+	rlspb.UnimplementedRateLimitServiceServer
+	lim   *ratewarden.Limiter
+	limit ratewarden.Limit
+}
+
+func (b *bare) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK}
+	for _, d := range req.GetDescriptors() {
+		var key strings.Builder
+		key.WriteString(req.GetDomain())
+		for _, e := range d.GetEntries() {
+			key.WriteString("/" + e.GetKey() + "=" + e.GetValue())
+		}
+		res, err := b.lim.Allow(ctx, key.String(), b.limit)
+		if err != nil {
+			return nil, err
+		}
+		st := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: uint32(min(res.Remaining, 1<<32-1))}
+		if !res.Allowed {
+			st.Code, resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT, rlspb.RateLimitResponse_OVER_LIMIT
+		}
+		resp.Statuses = append(resp.Statuses, st)
+	}
+	return resp, nil
+}
