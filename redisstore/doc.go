@@ -40,10 +40,28 @@
 // and the states: replicas of versions with different formats use
 // different keys, so their counts restart once on upgrade.
 //
+// Beyond checks, a Store takes reservations, settlements and concurrency
+// limits, each one script execution on Redis' clock. A Request with
+// MaxDelay on token buckets (Limiter.Wait) reserves capacity ahead of time
+// in the check script itself: the bucket's TAT moves now, and
+// Result.Delay says when the units may be used, so waiters on every
+// replica are served in the order they reached Redis. Charge
+// (ratewarden.Charger) applies charges and refunds dated when their units
+// were admitted (Limiter.Reserve's settlements, a canceled Wait giving its
+// reservation back) and reports what each limit took. Acquire, Release
+// and Extend (ratewarden.PermitStore) keep a key's permits in one sorted
+// set at
+//
+//	<prefix>{<tag>}p
+//
+// (PermitKey), a member per holder scored by its expiry, so a replica that
+// dies holding permits frees them at their expiry; the key expires with
+// its latest permit.
+//
 // Lease mode, which answers checks of hot keys from capacity leased in
 // batches, is package lease.
 //
 // docs/redis.md specifies the rest: batching under cancellation and
-// errors, the key format and upgrades, the script's arguments and reply,
-// and each algorithm's state and expiry.
+// errors, the key format and upgrades, the scripts' arguments and
+// replies, each algorithm's state and expiry, and the permits.
 package redisstore
