@@ -27,7 +27,8 @@ var hello = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _
 // BenchmarkMiddleware compares a bare handler with the same handler behind
 // the middleware on a memstore (real clock), per request, for one and two
 // limits, and with headers off. The limit is never reached; "denied"
-// measures the 429 path.
+// measures the 429 path; the count_if and max_in_flight cases add what
+// WithCountIf and WithMaxInFlight cost.
 func BenchmarkMiddleware(b *testing.B) {
 	never := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: ratewarden.MaxRate, Period: time.Minute}
 	daily := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: ratewarden.MaxRate, Period: 24 * time.Hour}
@@ -39,6 +40,12 @@ func BenchmarkMiddleware(b *testing.B) {
 		{"two_limits", []httplimit.Option{httplimit.WithLimits(never, daily)}},
 		{"one_limit_no_headers", []httplimit.Option{httplimit.WithLimits(never), httplimit.WithHeaders(0)}},
 		{"denied", []httplimit.Option{httplimit.WithLimits(fixed(1, time.Hour))}},
+		// WithCountIf: a reservation per request, given back (the handler
+		// answers 200) or kept.
+		{"count_if_given_back", []httplimit.Option{httplimit.WithLimits(never), httplimit.WithCountIf(httplimit.Failed)}},
+		{"count_if_kept", []httplimit.Option{httplimit.WithLimits(never), httplimit.WithCountIf(func(*http.Request, int) bool { return true })}},
+		// WithMaxInFlight: a permit acquired and released per request.
+		{"max_in_flight", []httplimit.Option{httplimit.WithLimits(never), httplimit.WithMaxInFlight(1000, time.Minute)}},
 	}
 	run := func(b *testing.B, h http.Handler) {
 		r := httptest.NewRequest(http.MethodGet, "/", nil)

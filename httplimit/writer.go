@@ -80,39 +80,32 @@ func (w *recorder) hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return c, rw, err
 }
 
+// flushVia and hijackVia give a recorder's Flush and Hijack to the
+// combinations wrapWriter returns; each fits in an interface without an
+// allocation.
 type (
-	flushFunc  func()
-	hijackFunc func() (net.Conn, *bufio.ReadWriter, error)
-	pushFunc   func(string, *http.PushOptions) error
+	flushVia  struct{ w *recorder }
+	hijackVia struct{ w *recorder }
 )
 
-func (f flushFunc) Flush()                                        { f() }
-func (f hijackFunc) Hijack() (net.Conn, *bufio.ReadWriter, error) { return f() }
-func (f pushFunc) Push(target string, o *http.PushOptions) error  { return f(target, o) }
+func (f flushVia) Flush()                                        { _ = f.w.FlushError() }
+func (h hijackVia) Hijack() (net.Conn, *bufio.ReadWriter, error) { return h.w.hijack() }
 
 // wrapWriter returns w wrapped in a recorder that is an http.Flusher, an
 // http.Hijacker and an http.Pusher exactly when w is (directly or, for
 // the first two, through Unwrap as http.ResponseController finds them).
 func wrapWriter(w http.ResponseWriter) (http.ResponseWriter, *recorder) {
 	rec := &recorder{ResponseWriter: w}
-	var (
-		f flushFunc  = func() { _ = rec.FlushError() }
-		h hijackFunc = rec.hijack
-		p pushFunc
-	)
+	f, h := flushVia{rec}, hijackVia{rec}
+	p, _ := w.(http.Pusher)
 	caps := 0
-	if reaches(w, func(w http.ResponseWriter) bool {
-		_, ok := w.(http.Flusher)
-		_, okE := w.(interface{ FlushError() error })
-		return ok || okE
-	}) {
+	if reaches(w, canFlush) {
 		caps |= 1
 	}
-	if reaches(w, func(w http.ResponseWriter) bool { _, ok := w.(http.Hijacker); return ok }) {
+	if reaches(w, canHijack) {
 		caps |= 2
 	}
-	if pu, ok := w.(http.Pusher); ok {
-		p = pu.Push
+	if p != nil {
 		caps |= 4
 	}
 	switch caps {
@@ -158,6 +151,19 @@ func wrapWriter(w http.ResponseWriter) (http.ResponseWriter, *recorder) {
 		}{rec, f, h, p}, rec
 	}
 	return rec, rec
+}
+
+func canFlush(w http.ResponseWriter) bool {
+	switch w.(type) {
+	case http.Flusher, interface{ FlushError() error }:
+		return true
+	}
+	return false
+}
+
+func canHijack(w http.ResponseWriter) bool {
+	_, ok := w.(http.Hijacker)
+	return ok
 }
 
 // reaches reports whether w, or a writer w unwraps to, passes has.
