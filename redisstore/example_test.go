@@ -160,3 +160,126 @@ func ExampleStore_Reset() {
 	// Output:
 	// 100 990
 }
+
+// Limiter.Wait on a token bucket reserves the units in Redis and sleeps
+// until they are due: waiters on every replica are served in the order
+// they reached Redis, without polling it.
+func ExampleStore_Check_wait() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}, DisableCache: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	store, err := redisstore.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	vendor := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 2, Period: time.Second, Burst: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 2 {
+		res, err := limiter.Wait(ctx, "example:vendor-api", vendor)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("call the vendor; waited for a slot:", res.Delay > 0)
+	}
+	// Output:
+	// call the vendor; waited for a slot: false
+	// call the vendor; waited for a slot: true
+}
+
+// A cost known only afterwards (the tokens of a completion) is reserved on
+// an estimate and settled with the actual cost: one charge script call
+// gives the difference back, or charges it.
+func ExampleStore_Charge() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}, DisableCache: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	store, err := redisstore.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	tokens := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 1000, Period: time.Minute}
+	rv, err := limiter.Reserve(ctx, "example:tenant-7", 100, tokens)
+	if err != nil || !rv.Allowed {
+		log.Fatal(rv, err)
+	}
+	st, err := rv.Settle(ctx, 30) // the completion used 30 tokens
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := limiter.Peek(ctx, "example:tenant-7", tokens)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("given back:", -st.Applied[0], "remaining:", res.Remaining)
+	// Output:
+	// given back: 70 remaining: 970
+}
+
+// At most 2 jobs of a tenant in flight on all replicas together; a
+// replica that dies holding a permit frees it after the ttl.
+func ExampleStore_Acquire() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}, DisableCache: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	store, err := redisstore.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	var held []*ratewarden.Permit
+	for range 3 {
+		p, err := limiter.Acquire(ctx, "example:tenant-7:jobs", 2, time.Minute)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("acquired:", p.Acquired, "held:", p.Held)
+		if p.Acquired {
+			held = append(held, p)
+		}
+	}
+	for _, p := range held {
+		if err := p.Release(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output:
+	// acquired: true held: 1
+	// acquired: true held: 2
+	// acquired: false held: 2
+}
+
+// A key's permits live in one sorted set beside its rate limits, in the
+// same Cluster slot.
+func ExampleStore_PermitKey() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr}) // connects on first use only
+	defer client.Close()
+	store, err := redisstore.NewGoRedis(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(store.PermitKey("tenant:7"))
+	fmt.Println(store.Key("tenant:7", ratewarden.PerSecond(10)))
+	// Output:
+	// rw:{tenant:7}p
+	// rw:{tenant:7}l1s
+}
