@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -91,5 +92,47 @@ func BenchmarkReplicaAck(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// BenchmarkCheckOneCaller measures Limiter.Allow from one caller at a time
+// (sequential checks, the latency a lone request sees) on 100,000 keys,
+// once the Store is calm, with a caller context without a deadline
+// (the Store's timeout applies) and with a cancelable one.
+func BenchmarkCheckOneCaller(b *testing.B) {
+	srv := testredis.Start(b)
+	keys := make([]string, 100_000)
+	for i := range keys {
+		keys[i] = "one:" + strconv.Itoa(i)
+	}
+	lim := ratewarden.PerHour(ratewarden.MaxRate)
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"batched", nil},
+		{"unbatched", []Option{WithBatching(false)}},
+	} {
+		s := openStore(b, srv.Addr, tc.opts...)
+		l := limiter(b, s)
+		for i := range 2 * calmAfter {
+			if _, err := l.Allow(bg, "warm:"+strconv.Itoa(i), lim); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cancelable, cancel := context.WithCancel(bg)
+		b.Cleanup(cancel)
+		for ctxName, ctx := range map[string]context.Context{"background": bg, "cancelable": cancelable} {
+			b.Run(tc.name+"/"+ctxName, func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if _, err := l.Allow(ctx, keys[i%len(keys)], lim); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+		}
 	}
 }

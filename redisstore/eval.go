@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,7 @@ type rueidisEval struct {
 	chans  sync.Pool    // chan rueidis.RedisResult, capacity 1, empty
 	calm   atomic.Int64 // commands in a row without a connection error, up to calmAfter
 	ack    *replicaAck  // WithReplicaAck; nil: no WAIT
+	direct *directConns // nil: every command is pipelined (Cluster)
 }
 
 // replicaAck is WAIT's arguments: the replicas that must have a call's
@@ -55,7 +57,13 @@ const calmAfter = 256
 
 func newRueidisEval(c rueidis.Client, script string) *rueidisEval {
 	sum := sha1.Sum([]byte(script))
-	return &rueidisEval{c: c, script: script, sha: hex.EncodeToString(sum[:])}
+	e := &rueidisEval{c: c, script: script, sha: hex.EncodeToString(sum[:])}
+	if c.Mode() != rueidis.ClientModeCluster {
+		// A dedicated connection is bound to one node, and a Cluster's
+		// commands go to the nodes of their keys.
+		e.direct = &directConns{c: c, max: DefaultBatchLanes}
+	}
+	return e
 }
 
 // cancelOnly is a context that ends when its parent does but reports no
@@ -69,6 +77,23 @@ type cancelOnly struct{ context.Context }
 
 func (cancelOnly) Deadline() (time.Time, bool) { return time.Time{}, false }
 
+// command is one command in parts, for the builder of the path do takes:
+// head (the name and the arguments before the keys), keys, and args.
+type command struct {
+	head       [3]string
+	nhead      int
+	keys, args []string
+}
+
+// build builds c, marked blocking or as a pipeline command.
+func (c *command) build(b rueidis.Builder, blocking bool) rueidis.Completed {
+	a := b.Arbitrary(c.head[:c.nhead]...).Keys(c.keys...).Args(c.args...)
+	if blocking {
+		return a.Blocking()
+	}
+	return a.Build().ToPipe()
+}
+
 // do sends cmd and returns its result, or ctx's error as soon as ctx ends.
 //
 // On connections that are up, rueidis' pipeline gives up on a command when
@@ -79,8 +104,24 @@ func (cancelOnly) Deadline() (time.Time, bool) { return time.Time{}, false }
 // error until calmAfter commands have gone through again, each command
 // runs on a goroutine of its own that the caller leaves when ctx ends; the
 // goroutine ends when rueidis returns, and its result is dropped.
-func (e *rueidisEval) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	return e.send(ctx, func(ctx context.Context) rueidis.RedisResult { return e.c.Do(ctx, cmd) })
+//
+// While calm, a command that finds one of the evaluator's dedicated
+// connections idle goes out on it instead, written and read on the
+// caller's goroutine (see directConns).
+func (e *rueidisEval) do(ctx context.Context, cmd *command) rueidis.RedisResult {
+	if e.ack != nil {
+		return e.doAcked(ctx, cmd.build(e.c.B(), false))
+	}
+	if e.direct != nil && e.calm.Load() >= calmAfter && e.direct.take(ctx) {
+		// Marked blocking, the command holds off rueidis' keep-alive PING
+		// on its connection, and a cancellation closes the connection at
+		// once (see directConns.do).
+		res := e.direct.do(ctx, cmd.build(e.c.B(), true))
+		e.note(res)
+		return res
+	}
+	c := cmd.build(e.c.B(), false)
+	return e.send(ctx, func(ctx context.Context) rueidis.RedisResult { return e.c.Do(ctx, c) })
 }
 
 // send runs fn, one round trip on the client, as do describes.
@@ -145,14 +186,9 @@ func (e *rueidisEval) note(res rueidis.RedisResult) {
 }
 
 func (e *rueidisEval) eval(ctx context.Context, keys, args []string, dst []int64) ([]int64, error) {
-	n := int64(len(keys))
-	do := e.do
-	if e.ack != nil {
-		do = e.doAcked
-	}
-	res := do(ctx, e.c.B().Evalsha().Sha1(e.sha).Numkeys(n).Key(keys...).Arg(args...).Build().ToPipe())
+	res := e.run(ctx, "EVALSHA", e.sha, keys, args)
 	if err := res.Error(); err != nil && isNoScript(err) {
-		res = do(ctx, e.c.B().Eval().Script(e.script).Numkeys(n).Key(keys...).Arg(args...).Build().ToPipe())
+		res = e.run(ctx, "EVAL", e.script, keys, args)
 	}
 	msgs, err := res.ToArray()
 	if err != nil {
@@ -168,13 +204,18 @@ func (e *rueidisEval) eval(ctx context.Context, keys, args []string, dst []int64
 	return dst, nil
 }
 
+// run runs EVALSHA or EVAL (verb) of script (its SHA-1 or source).
+func (e *rueidisEval) run(ctx context.Context, verb, script string, keys, args []string) rueidis.RedisResult {
+	return e.do(ctx, &command{head: [3]string{verb, script, strconv.Itoa(len(keys))}, nhead: 3, keys: keys, args: args})
+}
+
 func isNoScript(err error) bool {
 	re, ok := rueidis.IsRedisErr(err)
 	return ok && strings.HasPrefix(re.Error(), "NOSCRIPT")
 }
 
 func (e *rueidisEval) del(ctx context.Context, keys []string) error {
-	return e.do(ctx, e.c.B().Del().Key(keys...).Build().ToPipe()).Error()
+	return e.do(ctx, &command{head: [3]string{"DEL"}, nhead: 1, keys: keys}).Error()
 }
 
 type goRedisEval struct {
@@ -231,4 +272,104 @@ func prompt(ctx context.Context, fn func() error) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// directConns lends a few connections of rueidis' dedicated pool (the one
+// behind Client.Dedicate) to calm commands. On a dedicated connection that
+// has only ever carried one command at a time, rueidis writes the command
+// and reads its reply on the caller's goroutine, with the context's
+// deadline on the socket; the pipeline instead hands every command to a
+// writer goroutine and its reply back from a reader goroutine, and those
+// two wake-ups cost a lone caller about as much as Redis' own work for a
+// decision. The pipeline stays for everything beyond max commands at a
+// time, where it shares round trips.
+//
+// A command never dials on its caller's goroutine (a dial ignores the
+// context: see do): a goroutine makes each connection and proves it with
+// a PING before it is lent, and a command takes one only while parked
+// says that one of the evaluator's proven connections is idle in the pool.
+// Connections go back to the pool after every command, so closing the
+// client closes them.
+//
+// On a dedicated connection, a deadline that passes closes it (rueidis);
+// so does a cancellation (see do). Either way it serves only the command
+// that gave up, and the next command takes another.
+type directConns struct {
+	c   rueidis.Client
+	max int32 // connections of the evaluator's at once
+
+	parked atomic.Int32 // proven connections idle in the pool
+	total  atomic.Int32 // parked + lent + being made, at most max
+	sent   atomic.Int64 // commands sent on them (tests)
+}
+
+// take claims a parked connection for a command with ctx, which must have
+// a deadline (rueidis puts it on the socket). When there is none it
+// returns false and, while fewer than max exist, starts making one.
+func (d *directConns) take(ctx context.Context) bool {
+	if _, ok := ctx.Deadline(); !ok {
+		return false
+	}
+	for {
+		p := d.parked.Load()
+		if p == 0 {
+			break
+		}
+		if d.parked.CompareAndSwap(p, p-1) {
+			return true
+		}
+	}
+	for {
+		t := d.total.Load()
+		if t >= d.max {
+			return false
+		}
+		if d.total.CompareAndSwap(t, t+1) {
+			go d.make()
+			return false
+		}
+	}
+}
+
+// makeTimeout bounds the PING that proves a new connection.
+const makeTimeout = time.Second
+
+// make dials a dedicated connection (Dedicate), proves it and parks it.
+func (d *directConns) make() {
+	dc, release := d.c.Dedicate()
+	ctx, cancel := context.WithTimeout(context.Background(), makeTimeout)
+	err := dc.Do(ctx, dc.B().Ping().Build()).Error()
+	cancel()
+	if err != nil {
+		dc.Close()
+		d.total.Add(-1)
+		return
+	}
+	release()
+	d.parked.Add(1)
+}
+
+// do sends cmd, a command marked blocking, on the connection take
+// claimed. A cancellation of ctx before its deadline closes the
+// connection, which ends rueidis' read at once: a connection with a
+// blocking command in flight closes without first draining it with a
+// PING, as it otherwise does (which a stalled Redis would hold up).
+func (d *directConns) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	d.sent.Add(1)
+	dc, release := d.c.Dedicate()
+	var stop func() bool
+	if src := cancelSource(ctx); src.Done() != nil {
+		stop = context.AfterFunc(src, dc.Close)
+	}
+	res := dc.Do(ctx, cmd)
+	if stop != nil && !stop() || res.NonRedisError() != nil {
+		// Closed (the cancellation's dc.Close may still be running;
+		// both are idempotent) or broken: the pool drops it.
+		dc.Close()
+		d.total.Add(-1)
+		return res
+	}
+	release()
+	d.parked.Add(1)
+	return res
 }

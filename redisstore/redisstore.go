@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
@@ -169,6 +170,10 @@ func newStore(ev evaluator, sharded bool, opts []Option) (*Store, error) {
 		}
 		ack := c.ack
 		r.ack = &ack
+		r.direct = nil // WAIT and the script share a pipelined round trip
+	}
+	if r, ok := ev.(*rueidisEval); ok && r.direct != nil {
+		r.direct.max = int32(c.batchLanes)
 	}
 	s := &Store{ev: ev, prefix: c.prefix, timeout: c.timeout}
 	s.calls.New = func() any { return &call{callState: callState{done: make(chan struct{}, 1)}} }
@@ -212,8 +217,8 @@ func (s *Store) check(ctx context.Context, req *ratewarden.Request, res []ratewa
 	if err := ctx.Err(); err != nil {
 		return 0, unavailable(ctx, "eval", err)
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
+	ctx, b := s.bounded(ctx)
+	defer b.release()
 	c := s.calls.Get().(*call)
 	c.reset()
 	s.appendCheck(c, req)
@@ -278,10 +283,100 @@ func (s *Store) appendCheck(c *call, req *ratewarden.Request) {
 
 // bound gives ctx the Store's timeout when it has no deadline.
 func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
+	ctx, b := s.bounded(ctx)
+	if b == nil {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, s.timeout)
+	return ctx, b.release
+}
+
+// bounded gives ctx the Store's timeout when it has no deadline, in a
+// context that arms no timer until something waits on it (b.release
+// ends it; nil when ctx has a deadline of its own).
+func (s *Store) bounded(ctx context.Context) (context.Context, *boundedCtx) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, nil
+	}
+	b := &boundedCtx{Context: ctx, d: time.Now().Add(s.timeout)}
+	return b, b
+}
+
+// boundedCtx is its parent, which has no deadline, with the deadline d.
+// context.WithDeadline arms a timer at once; a call that goes out on a
+// dedicated connection needs only the deadline (for the socket), so the
+// timer waits for the first Done: the calls that wait on the context
+// (queued checks, pipelined commands) pay for it, the others do not.
+type boundedCtx struct {
+	context.Context // the caller's: no deadline
+	d               time.Time
+
+	once  sync.Once
+	armed atomic.Pointer[armedCtx] // set by the first Done or by release
+}
+
+// armedCtx is what a boundedCtx's first Done (or release) made.
+type armedCtx struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// released is the armedCtx of a boundedCtx released before any Done.
+var released = func() *armedCtx {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return &armedCtx{ctx: ctx, cancel: cancel}
+}()
+
+func (b *boundedCtx) Deadline() (time.Time, bool) { return b.d, true }
+
+func (b *boundedCtx) Done() <-chan struct{} {
+	b.once.Do(func() {
+		ctx, cancel := context.WithDeadline(b.Context, b.d)
+		b.armed.Store(&armedCtx{ctx: ctx, cancel: cancel})
+	})
+	return b.armed.Load().ctx.Done()
+}
+
+// Value answers from the armed context once there is one, so that a
+// context derived from b (context.WithCancel and the like) finds its
+// cancelCtx and hooks onto it instead of watching b from a goroutine.
+func (b *boundedCtx) Value(key any) any {
+	if a := b.armed.Load(); a != nil {
+		return a.ctx.Value(key)
+	}
+	return b.Context.Value(key)
+}
+
+func (b *boundedCtx) Err() error {
+	if a := b.armed.Load(); a != nil {
+		return a.ctx.Err()
+	}
+	if err := b.Context.Err(); err != nil {
+		return err
+	}
+	if !time.Now().Before(b.d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// release ends b as a cancel function ends a context: its timer stops and
+// Done, now or later, is closed. A nil b is a no-op.
+func (b *boundedCtx) release() {
+	if b == nil {
+		return
+	}
+	b.once.Do(func() { b.armed.Store(released) })
+	b.armed.Load().cancel()
+}
+
+// cancelSource is the context whose cancellation ends ctx early: the
+// caller's for a boundedCtx (whose deadline is its own), ctx otherwise.
+func cancelSource(ctx context.Context) context.Context {
+	if b, ok := ctx.(*boundedCtx); ok {
+		return b.Context
+	}
+	return ctx
 }
 
 // keyStateDetail says what ErrKeyState means here, without the key.
