@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,175 +62,24 @@ func (k *keyStates) note(s *Store) {
 // keys are never named, in logs or here.
 func (s *Store) KeyStateErrors() int64 { return s.keyStates.n.Load() }
 
-// Write-back of LocalFallback admissions. While the primary is out, every
-// replica admits its share of a limit locally; when it is back, the
-// replica charges what it admitted (ratewarden.Charger) into the shared
-// state, so that a window open across the outage counts both. Admissions
-// are journaled per key and limits in spans of at most spanOf(limits),
-// each charged at its latest admission: a unit is never dated earlier than
-// it was admitted, which could let it drop out of its window too soon.
-
-// DefaultReconcileKeys is how many keys' LocalFallback admissions a Store
-// keeps to write back, at most (WithReconcileKeys).
-const DefaultReconcileKeys = 10_000
-
-// maxSpans bounds one key's journal; later admissions join the last span.
-const maxSpans = 32
-
-type span struct {
-	at    int64 // since() of the latest admission in the span
-	units int64
-}
-
-type jentry struct {
-	key    string
-	limits []ratewarden.Limit // the limits, not the local shares
-	spans  []span
-	grain  int64 // spanOf(limits)
-}
-
-type journal struct {
-	mu      sync.Mutex
-	max     int
-	entries map[string]*jentry // by key and limits
-	order   []*jentry          // oldest first
-	dropped int64              // units not journaled: the journal was full
-
-	running atomic.Bool // a write-back is under way
-}
-
-func (j *journal) init(maxKeys int) {
-	j.max = maxKeys
-	j.entries = make(map[string]*jentry)
-}
-
-// spanOf is how long one span of a journal entry may cover: a 64th of the
-// shortest period, at least a millisecond.
-func spanOf(limits []ratewarden.Limit) int64 {
-	p := limits[0].Period
-	for _, l := range limits[1:] {
-		p = min(p, l.Period)
-	}
-	return int64(max(p/64, time.Millisecond))
-}
-
-func journalKey(key string, limits []ratewarden.Limit) string {
-	var b strings.Builder
-	b.WriteString(key)
-	for _, l := range limits {
-		b.WriteByte(0)
-		b.WriteString(l.Algorithm.String())
-		b.WriteByte(' ')
-		b.WriteString(strconv.FormatInt(l.Rate, 10))
-		b.WriteByte(' ')
-		b.WriteString(strconv.FormatInt(int64(l.Period), 10))
-		b.WriteByte(' ')
-		b.WriteString(strconv.FormatInt(l.Burst, 10))
-	}
-	return b.String()
-}
-
 // recordLocal journals the admission sc decided locally for req, under the
-// limits that LocalFallback answered.
+// limits that LocalFallback answered. A reservation admitted ahead
+// (Result.Delay) is dated at the instant its units are for, as the store
+// would have counted it.
 func (s *Store) recordLocal(req *ratewarden.Request, sc *scratch) {
+	var delay time.Duration
 	for _, r := range sc.res {
 		if !r.Allowed {
 			return
 		}
+		delay = max(delay, r.Delay)
 	}
 	limits := make([]ratewarden.Limit, len(sc.idx))
 	for j, i := range sc.idx {
 		limits[j] = req.Limits[i]
 	}
-	s.journal.add(req.Key, limits, req.Cost, s.since(time.Now()))
-}
-
-func (j *journal) add(key string, limits []ratewarden.Limit, units, now int64) {
-	jk := journalKey(key, limits)
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	e := j.entries[jk]
-	if e == nil {
-		if len(j.entries) >= j.max {
-			j.dropped += units
-			return
-		}
-		e = &jentry{key: strings.Clone(key), limits: limits, grain: spanOf(limits)}
-		j.entries[jk] = e
-		j.order = append(j.order, e)
-	}
-	if n := len(e.spans); n > 0 && (now-e.spans[n-1].at < e.grain || n == maxSpans) {
-		e.spans[n-1].units += units
-		e.spans[n-1].at = now
-		return
-	}
-	e.spans = append(e.spans, span{at: now, units: units})
-}
-
-// forget drops key's journal entries (Reset).
-func (j *journal) forget(key string) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if len(j.entries) == 0 {
-		return
-	}
-	j.order = slices.DeleteFunc(j.order, func(e *jentry) bool {
-		if e.key != key {
-			return false
-		}
-		delete(j.entries, journalKey(e.key, e.limits))
-		return true
-	})
-}
-
-// take removes and returns the whole journal, oldest entry first, and the
-// units it could not hold since the last take.
-func (j *journal) take() ([]*jentry, int64) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	out, dropped := j.order, j.dropped
-	j.order, j.dropped = nil, 0
-	clear(j.entries)
-	return out, dropped
-}
-
-// putBack returns entries a write-back could not finish to the journal,
-// ahead of what was journaled since (they are older), merging with entries
-// of the same key and limits.
-func (j *journal) putBack(entries []*jentry) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	var kept []*jentry
-	for _, e := range entries {
-		jk := journalKey(e.key, e.limits)
-		if cur := j.entries[jk]; cur != nil {
-			cur.spans = mergeSpans(e.spans, cur.spans)
-			continue
-		}
-		if len(j.entries) >= j.max {
-			for _, sp := range e.spans {
-				j.dropped += sp.units
-			}
-			continue
-		}
-		j.entries[jk] = e
-		kept = append(kept, e)
-	}
-	j.order = append(kept, j.order...)
-}
-
-// mergeSpans puts older before newer, keeping at most maxSpans (the rest
-// join the last).
-func mergeSpans(older, newer []span) []span {
-	out := append(slices.Clip(older), newer...)
-	if len(out) > maxSpans {
-		last := out[len(out)-1]
-		for _, sp := range out[maxSpans-1 : len(out)-1] {
-			last.units += sp.units
-		}
-		out = append(out[:maxSpans-1], last)
-	}
-	return out
+	at := s.since(time.Now()) + int64(delay)
+	s.journal.add(req.Key, limits, span{lo: at, hi: at, units: req.Cost})
 }
 
 // reconcileTimeout bounds one write-back script call.
@@ -296,11 +142,11 @@ func (s *Store) unpin() {
 // period, charges them, and when the grace ends unpins them and writes
 // back what they admitted meanwhile. Nothing of it outlives that.
 func (s *Store) startReconcile() {
-	if s.charger == nil || !s.journal.running.CompareAndSwap(false, true) {
+	if !s.journal.on() || !s.journal.running.CompareAndSwap(false, true) {
 		return
 	}
-	entries, dropped := s.journal.take()
-	if len(entries) == 0 && dropped == 0 {
+	entries, dropped, back := s.journal.take()
+	if len(entries) == 0 && dropped == 0 && back == 0 {
 		s.journal.running.Store(false)
 		return
 	}
@@ -308,79 +154,87 @@ func (s *Store) startReconcile() {
 		s.pin(entries)
 	}
 	go func() {
-		s.reconcile(entries, dropped)
+		s.reconcile(entries, dropped, back)
 		time.AfterFunc(s.grace(), func() {
 			s.unpin()
-			rest, dropped := s.journal.take()
-			s.reconcile(rest, dropped)
+			rest, dropped, back := s.journal.take()
+			s.reconcile(rest, dropped, back)
 			s.journal.running.Store(false)
 		})
 	}()
 }
 
+// tally is what one write-back did, for its log line.
+type tally struct {
+	keys, charged, back, failed, dropped, droppedBack int64
+}
+
 // reconcile charges entries to the primary, oldest first, one script call
 // per entry. It stops at the first store failure, or when the breaker
-// leaves the closed state, and puts what is left back.
-func (s *Store) reconcile(entries []*jentry, dropped int64) {
-	if len(entries) == 0 && dropped == 0 {
+// leaves the closed state, and puts what is left back. dropped and back
+// are the units charged and given back that the journal could not hold.
+func (s *Store) reconcile(entries []*jentry, dropped, back int64) {
+	if len(entries) == 0 && dropped == 0 && back == 0 {
 		return
 	}
-	var keys, units, failed int64
+	t := tally{dropped: dropped, droppedBack: back}
 	for i, e := range entries {
 		if toState(s.cb.State()) != StateClosed {
 			s.journal.putBack(entries[i:])
-			s.logReconcile(keys, units, failed, dropped, ErrOpen)
+			s.logReconcile(t, ErrOpen)
 			return
 		}
-		n, err := s.charge(e)
+		charged, given, err := s.charge(e)
 		switch ratewarden.Classify(context.Background(), err) {
 		case ratewarden.NoError:
-			keys, units = keys+1, units+n
+			t.keys, t.charged, t.back = t.keys+1, t.charged+charged, t.back+given
 		case ratewarden.StoreUnavailable:
 			if !errors.Is(err, ratewarden.ErrInvalidConfig) {
 				s.journal.putBack(entries[i:])
-				s.logReconcile(keys, units, failed, dropped, err)
+				s.logReconcile(t, err)
 				return
 			}
 			fallthrough
 		default: // the key's bad state, or a primary that takes no charges
-			failed += n
+			t.failed += charged - given
 		}
 	}
-	s.logReconcile(keys, units, failed, dropped, nil)
+	s.logReconcile(t, nil)
 }
 
-// charge writes e back in one call and returns its units.
-func (s *Store) charge(e *jentry) (int64, error) {
-	now := s.since(time.Now())
-	spent := make([]ratewarden.Spent, 0, len(e.spans))
-	var n int64
-	for _, sp := range e.spans {
-		spent = append(spent, ratewarden.Spent{Units: sp.units, Ago: time.Duration(now - sp.at)})
-		n += sp.units
+// charge writes e back in one call and returns its units charged and
+// given back (<= 0).
+func (s *Store) charge(e *jentry) (charged, back int64, err error) {
+	spent, charged, back := e.spent(s.since(time.Now()))
+	if len(spent) == 0 {
+		return 0, 0, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), reconcileTimeout)
 	defer cancel()
-	return n, s.charger.Charge(ctx, e.key, e.limits, spent, nil)
+	return charged, back, s.charger.Charge(ctx, e.key, e.limits, spent, nil)
 }
 
-func (s *Store) logReconcile(keys, units, failed, dropped int64, err error) {
-	s.reconciled.Add(units)
+func (s *Store) logReconcile(t tally, err error) {
+	s.reconciled.Add(t.charged)
 	attrs := []slog.Attr{
 		slog.String("store", s.cfg.name),
-		slog.Int64("keys", keys),
-		slog.Int64("units", units),
-		slog.Int64("units_refused", failed),
-		slog.Int64("units_not_journaled", dropped),
+		slog.Int64("keys", t.keys),
+		slog.Int64("units", t.charged),
+		slog.Int64("units_given_back", -t.back),
+		slog.Int64("units_refused", t.failed),
+		slog.Int64("units_not_journaled", t.dropped),
+		slog.Int64("units_given_back_not_journaled", -t.droppedBack),
 	}
-	msg, level := "fallback: wrote the outage's local_fallback admissions back to the primary store", slog.LevelInfo
+	msg, level := "fallback: wrote the outage's local_fallback admissions and settlements back to the primary store", slog.LevelInfo
 	if err != nil {
-		msg, level = "fallback: writing the outage's local_fallback admissions back stopped; the rest waits for the next recovery", slog.LevelWarn
+		msg, level = "fallback: writing the outage's local_fallback admissions and settlements back stopped; the rest waits for the next recovery", slog.LevelWarn
 		attrs = append(attrs, slog.String("err", err.Error()))
 	}
 	s.cfg.logger.LogAttrs(context.Background(), level, msg, attrs...)
 }
 
-// Reconciled returns how many units admitted by LocalFallback during
-// outages have been written back to the primary store so far.
+// Reconciled returns how many units charged during outages (admitted by
+// LocalFallback, or charged by Charge) have been written back to the
+// primary store so far. Units given back are not counted here; the
+// write-back's log line reports them.
 func (s *Store) Reconciled() int64 { return s.reconciled.Load() }
