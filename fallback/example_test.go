@@ -343,7 +343,7 @@ func ExampleStore_KeyStateErrors() {
 }
 
 // switchable is a primary that can be taken down, and a Charger that adds
-// up what is written back to it.
+// up the units charged to it.
 type switchable struct {
 	*memstore.Store
 	down    atomic.Bool
@@ -357,11 +357,28 @@ func (s *switchable) Check(ctx context.Context, req *ratewarden.Request, res []r
 	return s.Store.Check(ctx, req, res)
 }
 
-func (s *switchable) Charge(_ context.Context, key string, limits []ratewarden.Limit, spent ...ratewarden.Spent) error {
+func (s *switchable) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
+	if s.down.Load() {
+		return fmt.Errorf("primary: connection refused: %w", ratewarden.ErrStoreUnavailable)
+	}
 	for _, sp := range spent {
 		s.charged.Add(sp.Units)
 	}
-	return nil
+	return s.Store.Charge(ctx, key, limits, spent, applied)
+}
+
+func (s *switchable) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (ratewarden.PermitResult, error) {
+	if s.down.Load() {
+		return ratewarden.PermitResult{}, fmt.Errorf("primary: connection refused: %w", ratewarden.ErrStoreUnavailable)
+	}
+	return s.Store.Acquire(ctx, key, holder, max, ttl)
+}
+
+func (s *switchable) Release(ctx context.Context, key, holder string) (bool, error) {
+	if s.down.Load() {
+		return false, fmt.Errorf("primary: connection refused: %w", ratewarden.ErrStoreUnavailable)
+	}
+	return s.Store.Release(ctx, key, holder)
 }
 
 // What LocalFallback admits during an outage is written back to the
@@ -398,4 +415,185 @@ func ExampleWithReconcileKeys() {
 	}
 	fmt.Println("written back:", st.Reconciled(), "charged:", primary.charged.Load())
 	// Output: written back: 3 charged: 3
+}
+
+// A reservation admitted by the primary and settled while the primary is
+// down: the refund cannot reach it, so it is journaled and written back
+// when the primary returns, and the primary ends up counting the actual
+// cost.
+func ExampleStore_Charge() {
+	m, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	primary := &switchable{Store: m}
+	st, err := fallback.New(primary, quiet, fallback.WithTripAfter(1),
+		fallback.WithProbeInterval(10*time.Millisecond), fallback.WithGrace(0))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	perHour := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: time.Hour}
+	rv, err := lim.Reserve(ctx, "tenant-7", 100, perHour) // an estimate of 100 tokens
+	if err != nil {
+		log.Fatal(err)
+	}
+	primary.down.Store(true)
+	s, err := rv.Settle(ctx, 30) // the completion used 30: Reservation.Settle calls Charge
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("delta:", s.Delta, "applied by the local share:", s.Applied)
+
+	primary.down.Store(false)
+	for i := 0; primary.charged.Load() != -70 && i < 1000; i++ {
+		time.Sleep(5 * time.Millisecond) // the breaker probes, closes, writes the refund back
+		if _, err := lim.Peek(ctx, "other", perHour); err != nil {
+			log.Fatal(err)
+		}
+	}
+	r, err := lim.Peek(ctx, "tenant-7", perHour)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("used in the primary:", perHour.Rate-r.Remaining)
+	// Output:
+	// delta: -70 applied by the local share: [0]
+	// used in the primary: 30
+}
+
+// Concurrency limits fail over too: with the primary down, LocalFallback
+// holds this replica's share of the permits (10 among 4 replicas: 2).
+func ExampleStore_Acquire() {
+	st, err := fallback.New(downStore(), quiet, fallback.WithReplicas(4))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for range 3 {
+		p, err := lim.Acquire(context.Background(), "tenant-7:jobs", 10, time.Minute)
+		if err != nil {
+			log.Fatal(err) // never: an outage is an answer
+		}
+		fmt.Println(p.Acquired, p.Held, p.Source)
+	}
+	// Output:
+	// true 1 local_fallback
+	// true 2 local_fallback
+	// false 2 local_fallback
+}
+
+// A permit held locally during an outage is released locally; one the
+// primary holds cannot be released while it is down, and expires after
+// its ttl.
+func ExampleStore_Release() {
+	m, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	primary := &switchable{Store: m}
+	st, err := fallback.New(primary, quiet, fallback.WithTripAfter(1))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	held, err := st.Acquire(ctx, "jobs", "worker-1", 5, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	primary.down.Store(true)
+	local, err := st.Acquire(ctx, "jobs", "worker-2", 5, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(held.Source, local.Source)
+	fmt.Println(st.Release(ctx, "jobs", "worker-2"))
+	_, err = st.Release(ctx, "jobs", "worker-1")
+	fmt.Println(errors.Is(err, ratewarden.ErrStoreUnavailable))
+	// Output:
+	// store local_fallback
+	// true <nil>
+	// true
+}
+
+// Extend keeps a long job's permit, wherever it is held.
+func ExampleStore_Extend() {
+	m, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := fallback.New(m, quiet)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := st.Acquire(ctx, "jobs", "worker-1", 5, time.Minute); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(st.Extend(ctx, "jobs", "worker-1", 10*time.Minute))
+	fmt.Println(st.Extend(ctx, "jobs", "worker-9", 10*time.Minute)) // holds none
+	// Output:
+	// true <nil>
+	// false <nil>
+}
+
+// A Partitioned store settles and holds permits on the partition of the
+// key: a failed partition answers by its policy, the others by the
+// primary.
+func ExamplePartitioned_Acquire() {
+	m, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	primary := &switchable{Store: m}
+	st, err := fallback.NewPartitioned(primary, 2, func(key string) int { return len(key) % 2 },
+		quiet, fallback.WithPolicy(fallback.FailClosed), fallback.WithRetryAfter(time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	primary.down.Store(true)
+	p, err := lim.Acquire(context.Background(), "jobs", 5, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(p.Acquired, p.RetryAfter, p.Source)
+	// Output: false 1s fail_closed
+}
+
+// Charge on a Partitioned store goes through the partition of the key.
+func ExamplePartitioned_Charge() {
+	m, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := fallback.NewPartitioned(m, 4, func(key string) int { return len(key) % 4 }, quiet)
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	rv, err := lim.Reserve(ctx, "download:42", 1<<20, ratewarden.PerMinute(100<<20)) // bytes
+	if err != nil {
+		log.Fatal(err)
+	}
+	s, err := rv.Settle(ctx, 300<<10)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(s.Delta, s.Applied)
+	// Output: -741376 [-741376]
 }

@@ -50,6 +50,18 @@
 // (WithGrace, 5s) while every replica writes its part back: a window open
 // across the outage counts both.
 //
+// Store is also a ratewarden.Charger and a ratewarden.PermitStore, so that
+// Limiter.Wait, Limiter.Reserve and Limiter.Acquire keep working through
+// an outage. A reservation (Request.MaxDelay) is answered by the policy as
+// any check: LocalFallback paces waiters by this replica's share. A
+// settlement (Charge) the primary cannot take goes to the local share and
+// into the write-back journal, signed and in order, so the primary gets
+// it when it returns (Store.Charge). A concurrency limit (Acquire) goes to
+// the primary under the same deadline and breaker; during an outage
+// FailOpen grants a permit held nowhere, FailClosed refuses, and
+// LocalFallback holds this replica's share of the permits (max/replicas,
+// at least 1) in the local store, where Release and Extend find them.
+//
 // NewPartitioned keeps one breaker per part of the key space (a Redis
 // Cluster's slot groups). Like every ratewarden.Store these assume valid
 // input, which the ratewarden.Limiter in front of them ensures; package
@@ -96,8 +108,8 @@ type Store struct {
 	base       time.Time // the origin of since, on the monotonic clock
 	rounds     rounds
 	keyStates  keyStates
-	journal    journal // LocalFallback admissions to write back; off without a Charger
-	charger    ratewarden.Charger
+	journal    journal            // what the primary missed, to write back; off without a Charger
+	charger    ratewarden.Charger // the primary, when it is one
 	reconciled atomic.Int64
 	pins       pins
 	scratch    sync.Pool // *scratch for degraded decisions
@@ -113,9 +125,11 @@ func New(primary ratewarden.Store, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{primary: primary, cfg: cfg, local: cfg.local, base: time.Now()}
-	if c, ok := primary.(ratewarden.Charger); ok && cfg.reconcileKeys > 0 {
+	if c, ok := primary.(ratewarden.Charger); ok {
 		s.charger = c
-		s.journal.init(cfg.reconcileKeys)
+		if cfg.reconcileKeys > 0 {
+			s.journal.init(cfg.reconcileKeys)
+		}
 	}
 	if s.local == nil && (cfg.policy == LocalFallback || cfg.policyFor != nil) {
 		m, err := memstore.New()
@@ -483,7 +497,10 @@ func (s *Store) decideLocal(ctx context.Context, req *ratewarden.Request, res []
 	for _, l := range sc.limits {
 		tooBig = tooBig || req.Cost > l.Capacity()
 	}
-	sc.req = ratewarden.Request{Key: localKey(req.Key), Limits: sc.limits, Cost: req.Cost, Peek: req.Peek || closed}
+	sc.req = ratewarden.Request{
+		Key: localKey(req.Key), Limits: sc.limits, Cost: req.Cost, Peek: req.Peek || closed,
+		MaxDelay: req.MaxDelay, Refundable: req.Refundable, // a reservation is paced by this replica's share
+	}
 	if tooBig {
 		// Cannot pass locally during this outage at all; report the state.
 		sc.req.Cost, sc.req.Peek = 0, true
@@ -506,7 +523,7 @@ func (s *Store) decideLocal(ctx context.Context, req *ratewarden.Request, res []
 		r.Source = ratewarden.SourceLocalFallback
 		res[i] = r
 	}
-	if record && !sc.req.Peek && sc.req.Cost > 0 && s.charger != nil {
+	if record && !sc.req.Peek && sc.req.Cost > 0 && s.journal.on() {
 		s.recordLocal(req, sc)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/internal/childproc"
@@ -28,6 +29,7 @@ const (
 	failing               // fail at once, as a refused connection does
 	hanging               // wait until the context ends, as a black hole does
 	badInput              // report bad input, as a store with stricter rules would
+	badKey                // report the key's unusable state, as redisstore does for another type
 )
 
 // faultyStore is a real memstore behind a switch that injects the failures
@@ -61,6 +63,8 @@ func (f *faultyStore) do(ctx context.Context, fn func() error) error {
 		return fmt.Errorf("faulty: %w: %w", ratewarden.ErrStoreUnavailable, ctx.Err())
 	case badInput:
 		return fmt.Errorf("faulty: %w: rate too high for this store", ratewarden.ErrInvalidLimit)
+	case badKey:
+		return fmt.Errorf("faulty: the key holds another type: %w", ratewarden.ErrKeyState)
 	}
 	return fn()
 }
@@ -71,6 +75,34 @@ func (f *faultyStore) Check(ctx context.Context, req *ratewarden.Request, res []
 
 func (f *faultyStore) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
 	return f.do(ctx, func() error { return f.inner.Reset(ctx, key, limits...) })
+}
+
+func (f *faultyStore) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
+	return f.do(ctx, func() error { return f.inner.Charge(ctx, key, limits, spent, applied) })
+}
+
+func (f *faultyStore) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (pr ratewarden.PermitResult, err error) {
+	err = f.do(ctx, func() error {
+		pr, err = f.inner.Acquire(ctx, key, holder, max, ttl)
+		return err
+	})
+	return pr, err
+}
+
+func (f *faultyStore) Release(ctx context.Context, key, holder string) (ok bool, err error) {
+	err = f.do(ctx, func() error {
+		ok, err = f.inner.Release(ctx, key, holder)
+		return err
+	})
+	return ok, err
+}
+
+func (f *faultyStore) Extend(ctx context.Context, key, holder string, ttl time.Duration) (ok bool, err error) {
+	err = f.do(ctx, func() error {
+		ok, err = f.inner.Extend(ctx, key, holder, ttl)
+		return err
+	})
+	return ok, err
 }
 
 // recorder collects hook calls and log lines.

@@ -158,6 +158,8 @@ func WithPolicy(p Policy) Option {
 // In a multi-limit check each limit is answered by its own policy, and the
 // request is admitted only when all of them admit it: a FailClosed limit
 // denies it, and then nothing is consumed from the local shares either.
+// Concurrency limits (Store.Acquire) have no Limit to ask about: they get
+// the WithPolicy policy.
 func WithPolicyFunc(fn func(ratewarden.Limit) Policy) Option {
 	return func(c *config) { c.policyFor = fn }
 }
@@ -260,10 +262,12 @@ func WithLocalStore(st ratewarden.Store) Option {
 	return func(c *config) { c.local, c.localSet = st, true }
 }
 
-// WithReconcileKeys sets how many keys' LocalFallback admissions the Store
-// journals during an outage to write back to the primary when it returns
-// (default DefaultReconcileKeys; 0 turns the write-back off). Admissions
-// for further keys are counted in the write-back's log line, not written.
+// WithReconcileKeys sets how many keys' LocalFallback admissions and
+// settlements (Store.Charge) the Store journals during an outage to write
+// back to the primary when it returns (default DefaultReconcileKeys; 0
+// turns the write-back off, and settlements the primary could not take
+// are then the local share's only). Units for further keys are counted in
+// the write-back's log line, not written.
 // Write-back needs a primary that is a ratewarden.Charger (redisstore,
 // and the deny cache and lease decorators over it); others are never
 // journaled. n must be >= 0.
