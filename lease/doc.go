@@ -27,6 +27,15 @@
 // another, at most one lease per replica and key. docs/leases.md says why
 // this is exact, what is lost and when, and how Reset and Close behave.
 //
+// Reservations (ratewarden.Request.MaxDelay, Limiter.Wait) and refundable
+// checks (Limiter.Reserve), for which Request.Cacheable reports false,
+// never use leases or a remembered denial: a refund on any replica can
+// free capacity at any moment, so only Redis decides them. Charge (costs
+// settled afterwards) and the concurrency limits of ratewarden.PermitStore
+// (Limiter.Acquire) go to the script store as they are; a refund through
+// Charge also makes this replica forget the denial it remembered for the
+// key and limit.
+//
 // Admissions from a lease have Source ratewarden.SourceLease, denials
 // remembered from Redis (until their RetryAfter) SourceCache, and the
 // decisions of a script call SourceStore.

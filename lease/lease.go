@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
@@ -64,6 +65,9 @@ type lease struct {
 
 	deniedNeed  int64 // a script call denied this many units ...
 	deniedUntil int64 // ... until then (ns); 0: no denial remembered
+	// refunded is set by a refund through Charge (without the lock): the
+	// next check forgets the remembered denial, which may predate it.
+	refunded atomic.Bool
 
 	// shared is what Redis had left beyond this lease at the last script
 	// call: local answers report it in Remaining with the leased units.
@@ -142,7 +146,10 @@ func (l *Store) leasable(lim ratewarden.Limit) bool {
 // use leases. req must be valid and res must have len(req.Limits)
 // elements, as the ratewarden.Limiter guarantees.
 func (l *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
-	if len(req.Limits) != 1 || req.Cost == 0 || !l.leasable(req.Limits[0]) {
+	if len(req.Limits) != 1 || req.Cost == 0 || !req.Cacheable() || !l.leasable(req.Limits[0]) {
+		// Reservations and refundable checks are Redis' alone: a refund on
+		// any replica can free capacity a lease or a remembered denial
+		// here knows nothing of.
 		return l.store.Check(ctx, req, res)
 	}
 	for range 3 { // a lease dropped meanwhile: look again, then go plain
@@ -289,6 +296,9 @@ func (l *Store) decide(ctx context.Context, ls *lease, req *ratewarden.Request, 
 		return nil
 	}
 	need := req.Cost - avail
+	if ls.refunded.Swap(false) {
+		ls.deniedUntil = 0
+	}
 	if now < ls.deniedUntil && need >= ls.deniedNeed {
 		retry := time.Duration(ls.deniedUntil - now)
 		*r = ratewarden.Result{Limit: lim, Remaining: avail + ls.shared, RetryAfter: retry, ResetAfter: max(time.Duration(ls.resetAt-now), retry), Source: ratewarden.SourceCache}
@@ -439,13 +449,58 @@ var _ ratewarden.Store = (*Store)(nil)
 
 // Charge implements ratewarden.Charger on Redis (redisstore.Store.Charge):
 // units spent elsewhere count in the shared state. Units already leased to
-// this replica stay leased: they were taken from the same count, so the
-// charge only makes Redis deny sooner.
+// this replica stay leased: they were taken from the same count, so a
+// charge only makes Redis deny sooner. A refund (Units < 0) gives capacity
+// back in Redis; this replica then forgets the denial it remembered for
+// key under each of limits (the same limit, not merely its scope), so the
+// next check asks Redis. A refund made through another replica cannot
+// reach this one, which is why reservations and refundable checks never
+// use leases.
 func (l *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
-	if err := l.store.Charge(ctx, key, limits, spent, applied); err != nil {
+	err := l.store.Charge(ctx, key, limits, spent, applied)
+	if refunds(spent) {
+		l.mu.RLock()
+		for _, lim := range limits {
+			if ls := l.leases[leaseKey{key, lim}]; ls != nil {
+				ls.refunded.Store(true)
+			}
+		}
+		l.mu.RUnlock()
+	}
+	if err != nil {
 		return fmt.Errorf("lease: %w", err)
 	}
 	return nil
 }
 
+// refunds reports whether spent gives any units back.
+func refunds(spent []ratewarden.Spent) bool {
+	for _, sp := range spent {
+		if sp.Units < 0 {
+			return true
+		}
+	}
+	return false
+}
+
 var _ ratewarden.Charger = (*Store)(nil)
+
+// Acquire implements ratewarden.PermitStore on Redis
+// (redisstore.Store.Acquire): concurrency limits are never leased (a
+// permit is held by one holder until released, not spent), so every call
+// goes to the wrapped script store.
+func (l *Store) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (ratewarden.PermitResult, error) {
+	return l.store.Acquire(ctx, key, holder, max, ttl)
+}
+
+// Release implements ratewarden.PermitStore on Redis; see Acquire.
+func (l *Store) Release(ctx context.Context, key, holder string) (bool, error) {
+	return l.store.Release(ctx, key, holder)
+}
+
+// Extend implements ratewarden.PermitStore on Redis; see Acquire.
+func (l *Store) Extend(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
+	return l.store.Extend(ctx, key, holder, ttl)
+}
+
+var _ ratewarden.PermitStore = (*Store)(nil)
