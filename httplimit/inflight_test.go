@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/httplimit"
 	"github.com/ratewarden/ratewarden/memstore"
 )
@@ -36,6 +38,14 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	g.in--
 	g.mu.Unlock()
+}
+
+// most is the largest number of requests that were in the handler at
+// once.
+func (g *gate) most() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.max
 }
 
 func (g *gate) inside() int {
@@ -335,5 +345,83 @@ func TestCheckRefusedUnderMaxInFlight(t *testing.T) {
 	w := httptest.NewRecorder()
 	if m.Check(w, httptest.NewRequest(http.MethodGet, "/", nil), "ann") || w.Code != 599 || !errors.Is(got, ratewarden.ErrInvalidConfig) {
 		t.Errorf("Check: status %d, error %v; want false, the error handler and ErrInvalidConfig", w.Code, got)
+	}
+}
+
+// With the store wrapped by a failure policy (package fallback), an outage
+// answers permits by the policy: its permits are honoured like degraded
+// results, and their Source shows in Info.InFlight.
+func TestMaxInFlightDegradedPermits(t *testing.T) {
+	cases := []struct {
+		policy fallback.Policy
+		codes  []int // 3 requests held in flight at once
+		source ratewarden.Source
+	}{
+		{fallback.FailOpen, []int{200, 200, 200}, ratewarden.SourceFailOpen},
+		{fallback.FailClosed, []int{429, 429, 429}, ratewarden.SourceFailClosed},
+		// This replica's share of 4 in flight across 2 replicas: 2.
+		{fallback.LocalFallback, []int{200, 200, 429}, ratewarden.SourceLocalFallback},
+	}
+	for _, tc := range cases {
+		t.Run(tc.policy.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				primary, err := memstore.New()
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = primary.Close() // every call fails with ErrStoreUnavailable
+				log, _ := newLogger()
+				st, err := fallback.New(primary, fallback.WithPolicy(tc.policy), fallback.WithReplicas(2),
+					fallback.WithRetryAfter(7*time.Second), fallback.WithLogger(log))
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, err := ratewarden.New(st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var sources []ratewarden.Source
+				var mu sync.Mutex
+				g := newGate()
+				// A rate limit FailClosed cannot deny before the permit is
+				// asked for: the permit is asked first.
+				h := mustNew(t, l, httplimit.WithLimits(fixed(100, time.Minute)), httplimit.WithMaxInFlight(4, time.Minute), httplimit.WithLogger(log),
+					httplimit.WithOnLimit(func(_ *http.Request, i httplimit.Info) {
+						mu.Lock()
+						sources = append(sources, i.InFlight.Source)
+						mu.Unlock()
+					})).Handler(g)
+				codes := make(chan int, 3)
+				for range 3 {
+					go func() { codes <- get(h, client, "/", nil).Code }()
+					synctest.Wait()
+				}
+				var got []int
+				for range len(codes) {
+					got = append(got, <-codes)
+				}
+				close(g.release)
+				for range 3 - len(got) {
+					got = append(got, <-codes)
+				}
+				slices.Sort(got)
+				if !equalInts(got, tc.codes) {
+					t.Errorf("codes %v, want %v", got, tc.codes)
+				}
+				for _, s := range sources {
+					if s != tc.source {
+						t.Errorf("a denial's permit came from %v, want %v", s, tc.source)
+					}
+				}
+				if denied := slices.Index(tc.codes, 429) >= 0; denied != (len(sources) > 0) {
+					t.Errorf("%d denials reported", len(sources))
+				}
+				if tc.policy == fallback.FailClosed {
+					if w := get(h, client, "/", nil); w.Header().Get("Retry-After") != "7" {
+						t.Errorf("Retry-After %q, want the policy's 7", w.Header().Get("Retry-After"))
+					}
+				}
+			})
+		})
 	}
 }
