@@ -68,53 +68,7 @@ func TestBeyondTTLAudit(t *testing.T) {
 		{Algorithm: ratewarden.SlidingLog, Rate: 1000, Period: time.Minute},
 	}
 	bucket := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 1}
-	for _, lim := range limits {
-		key := "audit:" + lim.Algorithm.String()
-		// Settled down, up, and canceled.
-		for _, actual := range []int64{30, 130, 0} {
-			rv, err := l.Reserve(bg, key, 100, lim)
-			if err != nil || !rv.Allowed {
-				t.Fatalf("%v: Reserve: %+v, %v", lim, rv, err)
-			}
-			if _, err := rv.Settle(bg, actual); err != nil {
-				t.Fatalf("%v: Settle(%d): %v", lim, actual, err)
-			}
-		}
-		// Charged far past the limit (a bucket's TAT goes far ahead).
-		if err := s.Charge(bg, key, []ratewarden.Limit{lim}, []ratewarden.Spent{{Units: 5000}}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Reservations far ahead, one given back.
-	for i := range 5 {
-		if err := s.Check(bg, &ratewarden.Request{Key: "audit:wait", Limits: []ratewarden.Limit{bucket}, Cost: 1, MaxDelay: time.Minute}, make([]ratewarden.Result, 1)); err != nil {
-			t.Fatal(i, err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
-	if _, err := l.Wait(ctx, "audit:wait", bucket); err == nil {
-		t.Fatal("Wait behind 5 reservations returned before its deadline")
-	}
-	cancel()
-	// Permits: held, refused, released, extended.
-	var held []*ratewarden.Permit
-	for _, ttl := range []time.Duration{time.Minute, 2 * time.Minute, 30 * time.Second} {
-		p, err := l.Acquire(bg, "audit:permits", 3, ttl)
-		if err != nil || !p.Acquired {
-			t.Fatalf("Acquire: %+v, %v", p, err)
-		}
-		held = append(held, p)
-	}
-	if p, err := l.Acquire(bg, "audit:permits", 3, time.Hour); err != nil || p.Acquired {
-		t.Fatalf("Acquire over max: %+v, %v", p, err)
-	}
-	if err := held[1].Release(bg); err != nil {
-		t.Fatal(err)
-	}
-	if err := held[2].Extend(bg, 90*time.Second); err != nil {
-		t.Fatal(err)
-	}
-
+	driveBeyond(t, s, l, limits, bucket)
 	keys := scanAll(t, srv)
 	if len(keys) != len(limits)+2 {
 		t.Errorf("keys %v, want one per limit, the waits' bucket and the permits", keys)
@@ -154,6 +108,60 @@ func TestBeyondTTLAudit(t *testing.T) {
 		if ms <= 0 || ms > bound {
 			t.Errorf("%s: PTTL %d ms, want in (0, %d]", k, ms, bound)
 		}
+	}
+}
+
+// driveBeyond takes every limit through settlements down, up and to
+// nothing and a large charge; bucket through reservations and a Wait that
+// gives up; and a key's permits through acquire, refusal, release and
+// extension.
+func driveBeyond(t *testing.T, s *Store, l *ratewarden.Limiter, limits []ratewarden.Limit, bucket ratewarden.Limit) {
+	t.Helper()
+	for _, lim := range limits {
+		key := "audit:" + lim.Algorithm.String()
+		// Settled down, up, and canceled.
+		for _, actual := range []int64{30, 130, 0} {
+			rv, err := l.Reserve(bg, key, 100, lim)
+			if err != nil || !rv.Allowed {
+				t.Fatalf("%v: Reserve: %+v, %v", lim, rv, err)
+			}
+			if _, err := rv.Settle(bg, actual); err != nil {
+				t.Fatalf("%v: Settle(%d): %v", lim, actual, err)
+			}
+		}
+		// Charged far past the limit (a bucket's TAT goes far ahead).
+		if err := s.Charge(bg, key, []ratewarden.Limit{lim}, []ratewarden.Spent{{Units: 5000}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Reservations far ahead, one given back.
+	for i := range 5 {
+		if err := s.Check(bg, &ratewarden.Request{Key: "audit:wait", Limits: []ratewarden.Limit{bucket}, Cost: 1, MaxDelay: time.Minute}, make([]ratewarden.Result, 1)); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(bg)
+	time.AfterFunc(50*time.Millisecond, cancel) // before its slot, 500 ms on
+	if _, err := l.Wait(ctx, "audit:wait", bucket); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait behind 5 reservations, canceled: %v", err)
+	}
+	// Permits: held, refused, released, extended.
+	var held []*ratewarden.Permit
+	for _, ttl := range []time.Duration{time.Minute, 2 * time.Minute, 30 * time.Second} {
+		p, err := l.Acquire(bg, "audit:permits", 3, ttl)
+		if err != nil || !p.Acquired {
+			t.Fatalf("Acquire: %+v, %v", p, err)
+		}
+		held = append(held, p)
+	}
+	if p, err := l.Acquire(bg, "audit:permits", 3, time.Hour); err != nil || p.Acquired {
+		t.Fatalf("Acquire over max: %+v, %v", p, err)
+	}
+	if err := held[1].Release(bg); err != nil {
+		t.Fatal(err)
+	}
+	if err := held[2].Extend(bg, 90*time.Second); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -430,12 +438,13 @@ func keySlot(k string) int {
 	return int(crc16([]byte(k)) & 16383)
 }
 
-// TestPermitKeys: the permit set's layout, its expiry following the
-// latest permit through acquire, release and extend, and the expired
-// permits it drops.
-func TestPermitKeys(t *testing.T) {
-	srv := testredis.Start(t)
-	s := openStore(t, srv.Addr)
+// TestPermitKeyLayout: a key's permits share its hash tag, and so its
+// Cluster slot, with its rate limits.
+func TestPermitKeyLayout(t *testing.T) {
+	s, err := newStore(nil, false, nil) // names only: no Redis
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := s.PermitKey("tenant:7"); got != "rw:{tenant:7}p" {
 		t.Fatalf("PermitKey = %q", got)
 	}
@@ -448,89 +457,85 @@ func TestPermitKeys(t *testing.T) {
 			t.Errorf("%q: permit key %q", k, pk)
 		}
 	}
-	key := "permits"
-	pk := s.PermitKey(key)
-	expiry := func() int64 {
-		t.Helper()
-		v, err := strconv.ParseInt(do(t, srv, "PEXPIRETIME", pk), 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
+}
+
+// permitSet drives one key's permits (max 3) and reads its sorted set.
+type permitSet struct {
+	t   *testing.T
+	srv *testredis.Server
+	s   *Store
+	key string
+}
+
+// acquire takes holder's permit for ttl and checks the outcome.
+func (p *permitSet) acquire(holder string, ttl time.Duration, acquired bool, held int64) ratewarden.PermitResult {
+	p.t.Helper()
+	r, err := p.s.Acquire(bg, p.key, holder, 3, ttl)
+	if err != nil || r.Acquired != acquired || r.Held != held {
+		p.t.Fatalf("acquire %s: %+v, %v; want acquired %v, held %d", holder, r, err, acquired, held)
 	}
-	score := func(holder string) int64 {
-		t.Helper()
-		v, err := strconv.ParseInt(do(t, srv, "ZSCORE", pk, holder), 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
+	return r
+}
+
+// release gives holder's permit back and checks the verdict.
+func (p *permitSet) release(holder string, want bool) {
+	p.t.Helper()
+	if ok, err := p.s.Release(bg, p.key, holder); err != nil || ok != want {
+		p.t.Fatalf("release %s: %v, %v; want %v", holder, ok, err, want)
 	}
-	msUp := func(us int64) int64 { return (us + 999) / 1000 }
-	acquire := func(holder string, ttl time.Duration) ratewarden.PermitResult {
-		t.Helper()
-		r, err := s.Acquire(bg, key, holder, 3, ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+}
+
+// extend extends holder's permit and checks the verdict.
+func (p *permitSet) extend(holder string, ttl time.Duration, want bool) {
+	p.t.Helper()
+	if ok, err := p.s.Extend(bg, p.key, holder, ttl); err != nil || ok != want {
+		p.t.Fatalf("extend %s: %v, %v; want %v", holder, ok, err, want)
 	}
-	if r := acquire("a", time.Hour); !r.Acquired || r.Held != 1 {
-		t.Fatalf("a: %+v", r)
+}
+
+// expiresWith checks that the set expires with holder's permit: its
+// score (µs) rounded up to the ms.
+func (p *permitSet) expiresWith(holder string) {
+	p.t.Helper()
+	pk := p.s.PermitKey(p.key)
+	at, err1 := strconv.ParseInt(do(p.t, p.srv, "PEXPIRETIME", pk), 10, 64)
+	score, err2 := strconv.ParseInt(do(p.t, p.srv, "ZSCORE", pk, holder), 10, 64)
+	if err1 != nil || err2 != nil || at != (score+999)/1000 {
+		p.t.Fatalf("the set expires at %d ms, want with %s's permit at %d µs (%v, %v)", at, holder, score, err1, err2)
 	}
-	if e := expiry(); e != msUp(score("a")) {
-		t.Fatalf("expiry %d after a, want its permit's %d", e, msUp(score("a")))
+}
+
+// TestPermitSetExpiry: the permit set expires with its latest permit
+// through acquire, release and extend, and drops expired permits.
+func TestPermitSetExpiry(t *testing.T) {
+	srv := testredis.Start(t)
+	p := &permitSet{t: t, srv: srv, s: openStore(t, srv.Addr), key: "permits"}
+	p.acquire("a", time.Hour, true, 1)
+	p.expiresWith("a")
+	p.acquire("b", 2*time.Hour, true, 2)
+	p.acquire("c", time.Minute, true, 3)
+	p.expiresWith("b")
+	if r := p.acquire("a", time.Hour, false, 3); r.RetryAfter <= 0 || r.RetryAfter > time.Minute {
+		t.Fatalf("a again at max: RetryAfter %v, want up to c's minute", r.RetryAfter)
 	}
-	if r := acquire("b", 2*time.Hour); !r.Acquired || r.Held != 2 {
-		t.Fatalf("b: %+v", r)
-	}
-	if r := acquire("c", time.Minute); !r.Acquired || r.Held != 3 {
-		t.Fatalf("c: %+v", r)
-	}
-	if e := expiry(); e != msUp(score("b")) {
-		t.Fatalf("expiry %d, want the latest permit's (b) %d", e, msUp(score("b")))
-	}
-	if r := acquire("a", time.Hour); r.Acquired || r.Held != 3 || r.RetryAfter <= 0 || r.RetryAfter > time.Minute {
-		t.Fatalf("a again at max: %+v, want refused, RetryAfter up to c's minute", r)
-	}
-	if ok, err := s.Release(bg, key, "b"); err != nil || !ok {
-		t.Fatalf("release b: %v, %v", ok, err)
-	}
-	if e := expiry(); e != msUp(score("a")) {
-		t.Fatalf("expiry %d after b's release, want a's %d", e, msUp(score("a")))
-	}
-	if ok, err := s.Extend(bg, key, "c", 3*time.Hour); err != nil || !ok {
-		t.Fatalf("extend c: %v, %v", ok, err)
-	}
-	if e := expiry(); e != msUp(score("c")) {
-		t.Fatalf("expiry %d after c's extension, want c's %d", e, msUp(score("c")))
-	}
-	if ok, err := s.Extend(bg, key, "b", time.Hour); err != nil || ok {
-		t.Fatalf("extend of released b: %v, %v; want false", ok, err)
-	}
-	if ok, err := s.Release(bg, key, "b"); err != nil || ok {
-		t.Fatalf("second release of b: %v, %v; want false", ok, err)
-	}
+	p.release("b", true)
+	p.expiresWith("a")
+	p.extend("c", 3*time.Hour, true)
+	p.expiresWith("c")
+	p.extend("b", time.Hour, false)
+	p.release("b", false)
 	// A permit expired by its ttl counts for nothing and is dropped.
-	if r := acquire("d", 5*time.Millisecond); !r.Acquired || r.Held != 3 {
-		t.Fatalf("d: %+v", r)
-	}
+	p.acquire("d", 5*time.Millisecond, true, 3)
 	time.Sleep(20 * time.Millisecond)
-	if ok, err := s.Extend(bg, key, "d", time.Hour); err != nil || ok {
-		t.Fatalf("extend of expired d: %v, %v; want false", ok, err)
-	}
-	if r := acquire("e", time.Hour); !r.Acquired || r.Held != 3 {
-		t.Fatalf("e after d expired: %+v, want acquired with 3 held", r)
-	}
-	if got := do(t, srv, "ZSCORE", pk, "d"); got != "(nil)" {
+	p.extend("d", time.Hour, false)
+	p.acquire("e", time.Hour, true, 3)
+	if got := do(t, srv, "ZSCORE", p.s.PermitKey(p.key), "d"); got != "(nil)" {
 		t.Fatalf("the expired permit d is still in the set (score %s)", got)
 	}
 	for _, h := range []string{"a", "c", "e"} {
-		if ok, err := s.Release(bg, key, h); err != nil || !ok {
-			t.Fatalf("release %s: %v, %v", h, ok, err)
-		}
+		p.release(h, true)
 	}
-	if got := do(t, srv, "EXISTS", pk); got != "0" {
+	if got := do(t, srv, "EXISTS", p.s.PermitKey(p.key)); got != "0" {
 		t.Fatal("the permit set outlived its last permit")
 	}
 }
