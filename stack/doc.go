@@ -37,6 +37,18 @@
 // breakers: a service that lets every limit choose fail_open, fail_closed
 // or local_fallback makes one front per policy and one Stack.
 //
+// A Stack, and every Front, is also a ratewarden.Charger and a
+// ratewarden.PermitStore, so that Limiter.Wait, Limiter.Reserve and
+// Limiter.Acquire work on it through the same layers. Reservations (Wait)
+// and refundable checks (Reserve) are decided by Redis only: the deny
+// cache and leases never answer them, since a refund on any replica can
+// free capacity at any moment. Settlements (Charge) go through the failure
+// policy; when Redis cannot take one it counts in the front's local shares
+// and is written back when Redis returns, with the outage's LocalFallback
+// admissions. Concurrency limits (Acquire, Release, Extend) are held in
+// Redis; during an outage the front's policy answers, LocalFallback with
+// this replica's share of the permits. docs/failure.md has the details.
+//
 // A Stack does not own its Redis client: call Close (which gives leased
 // units back), then close the client. docs/architecture.md follows one
 // request through the layers.

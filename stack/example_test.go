@@ -340,3 +340,185 @@ func ExampleStack_Close() {
 	// left in Redis while leased: 950
 	// left in Redis after Close: 990
 }
+
+// An LLM gateway reserves an estimate of tokens and settles the actual
+// count when the completion ends: Reservation.Settle charges the
+// difference through the stack (Stack.Charge), and a refund also makes
+// the deny cache forget the key's denial.
+func ExampleStack_Charge() {
+	client := newClient()
+	defer client.Close()
+	st, err := stack.New(client, stack.WithFallback(fallback.WithTimeout(10*time.Second)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	tokens := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 1000, Period: time.Hour}
+	rv, err := limiter.Reserve(ctx, "example:charge", 100, tokens) // the estimate
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("reserved:", rv.Allowed, rv.Results[0].Remaining)
+	s, err := rv.Settle(ctx, 30) // the completion used 30 tokens
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := limiter.Peek(ctx, "example:charge", tokens)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("settled:", s.Delta, s.Applied, "remaining:", r.Remaining)
+	// Output:
+	// reserved: true 900
+	// settled: -70 [-70] remaining: 970
+}
+
+// At most 2 jobs of a tenant in flight, across every replica: the permits
+// are held in Redis, each expiring after its ttl unless released.
+func ExampleStack_Acquire() {
+	client := newClient()
+	defer client.Close()
+	st, err := stack.New(client, stack.WithFallback(fallback.WithTimeout(10*time.Second)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	var held []*ratewarden.Permit
+	for range 3 {
+		p, err := limiter.Acquire(ctx, "example:acquire", 2, time.Minute)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(p.Acquired, p.Held, p.Source)
+		if p.Acquired {
+			held = append(held, p)
+		}
+	}
+	for _, p := range held {
+		if err := p.Release(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output:
+	// true 1 store
+	// true 2 store
+	// false 2 store
+}
+
+// Release frees a permit at once, for the next holder.
+func ExampleStack_Release() {
+	client := newClient()
+	defer client.Close()
+	st, err := stack.New(client, stack.WithFallback(fallback.WithTimeout(10*time.Second)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := st.Acquire(ctx, "example:release", "worker-1", 1, time.Minute); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(st.Release(ctx, "example:release", "worker-1"))
+	fmt.Println(st.Release(ctx, "example:release", "worker-1")) // held no more
+	pr, err := st.Acquire(ctx, "example:release", "worker-2", 1, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(pr.Acquired)
+	if _, err := st.Release(ctx, "example:release", "worker-2"); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// true <nil>
+	// false <nil>
+	// true
+}
+
+// Extend keeps the permit of a job that outlasts its ttl.
+func ExampleStack_Extend() {
+	client := newClient()
+	defer client.Close()
+	st, err := stack.New(client, stack.WithFallback(fallback.WithTimeout(10*time.Second)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := limiter.Acquire(ctx, "example:extend", 1, time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(p.Extend(ctx, time.Minute))
+	fmt.Println(p.Release(ctx))
+	// Output:
+	// <nil>
+	// <nil>
+}
+
+// Each front settles and holds permits through its own failure policy.
+func ExampleFront_Charge() {
+	client := newClient()
+	defer client.Close()
+	st, err := stack.New(client, stack.WithFallback(fallback.WithTimeout(10*time.Second)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	closed, err := st.NewFront(fallback.WithPolicy(fallback.FailClosed))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(closed)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	kib := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 4096, Period: time.Minute} // KiB per minute
+	rv, err := limiter.Reserve(ctx, "example:front-charge", 64, kib)
+	if err != nil {
+		log.Fatal(err)
+	}
+	s, err := rv.Settle(ctx, 80) // the download was larger
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(s.Delta, s.Applied)
+	// Output: 16 [16]
+}
+
+// A front's permits are the same Redis permits as any other front's.
+func ExampleFront_Acquire() {
+	client := newClient()
+	defer client.Close()
+	st, err := stack.New(client, stack.WithFallback(fallback.WithTimeout(10*time.Second)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	open, err := st.NewFront(fallback.WithPolicy(fallback.FailOpen))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	a, err := st.Acquire(ctx, "example:front-acquire", "worker-1", 1, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := open.Acquire(ctx, "example:front-acquire", "worker-2", 1, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(a.Acquired, b.Acquired, b.Source)
+	if _, err := st.Release(ctx, "example:front-acquire", "worker-1"); err != nil {
+		log.Fatal(err)
+	}
+	// Output: true false store
+}

@@ -101,8 +101,8 @@ func WithTopologyRefresh(d time.Duration) Option {
 
 // Stack is the recommended Redis store, assembled: a script store, leases
 // (when turned on), a deny cache (unless turned off) and a default front,
-// the failure policy. It is a ratewarden.Store that decides through the
-// default front. Make one with New or NewGoRedis; it is safe for
+// the failure policy. It is a ratewarden.Store, a ratewarden.Charger and a
+// ratewarden.PermitStore that decides through the default front. Make one with New or NewGoRedis; it is safe for
 // concurrent use.
 type Stack struct {
 	script *redisstore.Store
@@ -286,13 +286,21 @@ func (s *Stack) Close(ctx context.Context) error {
 }
 
 // Front is one failure policy over a Stack's shared layers: a
-// ratewarden.Store with a deadline, circuit breakers and a failure policy
-// of its own. Make one with Stack.NewFront.
+// ratewarden.Store (and ratewarden.Charger and ratewarden.PermitStore)
+// with a deadline, circuit breakers and a failure policy of its own. Make
+// one with Stack.NewFront.
 type Front struct {
-	st   ratewarden.Store
+	st   policyStore
 	one  *fallback.Store       // one breaker, or
 	part *fallback.Partitioned // one per primary or group of slots (Cluster)
 	topo *topology             // with a breaker per primary
+}
+
+// policyStore is what a front is: fallback.Store or fallback.Partitioned.
+type policyStore interface {
+	ratewarden.Store
+	ratewarden.Charger
+	ratewarden.PermitStore
 }
 
 // Check implements ratewarden.Store: the failure policy decides when the
@@ -351,7 +359,62 @@ func (f *Front) Primaries() map[string]fallback.State {
 	return out
 }
 
+// Charge implements ratewarden.Charger (Reservation.Settle, a canceled
+// Limiter.Wait's give-back): through the failure policy to the deny cache,
+// which forgets the key's denials on a refund, and to Redis' charge script.
+// When Redis cannot take it the charge is applied to the front's local
+// shares and written back when Redis returns; see fallback.Store.Charge.
+func (f *Front) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
+	return f.st.Charge(ctx, key, limits, spent, applied)
+}
+
+// Acquire implements ratewarden.PermitStore (Limiter.Acquire): through the
+// failure policy to Redis, which holds the key's permits; the deny cache
+// and leases pass it on. When Redis cannot decide, the front's policy
+// answers; see fallback.Store.Acquire.
+func (f *Front) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (ratewarden.PermitResult, error) {
+	return f.st.Acquire(ctx, key, holder, max, ttl)
+}
+
+// Release implements ratewarden.PermitStore; see fallback.Store.Release.
+func (f *Front) Release(ctx context.Context, key, holder string) (bool, error) {
+	return f.st.Release(ctx, key, holder)
+}
+
+// Extend implements ratewarden.PermitStore; see fallback.Store.Extend.
+func (f *Front) Extend(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
+	return f.st.Extend(ctx, key, holder, ttl)
+}
+
+// Charge implements ratewarden.Charger through the default front; see
+// Front.Charge.
+func (s *Stack) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
+	return s.front.Charge(ctx, key, limits, spent, applied)
+}
+
+// Acquire implements ratewarden.PermitStore through the default front;
+// see Front.Acquire.
+func (s *Stack) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (ratewarden.PermitResult, error) {
+	return s.front.Acquire(ctx, key, holder, max, ttl)
+}
+
+// Release implements ratewarden.PermitStore through the default front.
+func (s *Stack) Release(ctx context.Context, key, holder string) (bool, error) {
+	return s.front.Release(ctx, key, holder)
+}
+
+// Extend implements ratewarden.PermitStore through the default front.
+func (s *Stack) Extend(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
+	return s.front.Extend(ctx, key, holder, ttl)
+}
+
 var (
-	_ ratewarden.Store = (*Stack)(nil)
-	_ ratewarden.Store = (*Front)(nil)
+	_ ratewarden.Store       = (*Stack)(nil)
+	_ ratewarden.Charger     = (*Stack)(nil)
+	_ ratewarden.PermitStore = (*Stack)(nil)
+	_ ratewarden.Store       = (*Front)(nil)
+	_ ratewarden.Charger     = (*Front)(nil)
+	_ ratewarden.PermitStore = (*Front)(nil)
+	_ policyStore            = (*fallback.Store)(nil)
+	_ policyStore            = (*fallback.Partitioned)(nil)
 )
