@@ -57,7 +57,12 @@ type procReport struct {
 	// instant Wait returned (µs); Early counts returns before the slot.
 	Slots, Returned []int64
 	Early           int
-	Ended           map[string]int // how the goroutines' loops ended
+	// Cut counts reservations whose slot came before End but whose Wait
+	// still ended with the context: its deadline and the slot's timer
+	// fired together (a process that did not run meanwhile), and the
+	// deadline won.
+	Cut   int
+	Ended map[string]int // how the goroutines' loops ended
 	// settle, race: reservations admitted and settled, and the sum of
 	// their actual costs; Applied is the settle's Applied[0].
 	Settled, Actual, Applied int64
@@ -106,13 +111,17 @@ func runChild(spec []byte) (any, error) {
 // instant (Redis TIME, µs) its latest check was decided at. It is a
 // Charger too, so a canceled Wait gives its reservation back.
 type clocked struct {
-	s   *redisstore.Store
-	now int64
+	s    *redisstore.Store
+	now  int64
+	last ratewarden.Result // of the latest check
 }
 
 func (c *clocked) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
 	now, err := redisstore.CheckAt(ctx, c.s, req, res)
-	c.now = now
+	c.now, c.last = now, ratewarden.Result{}
+	if err == nil {
+		c.last = res[0]
+	}
 	return err
 }
 
@@ -151,6 +160,11 @@ func (job *procJob) wait(s *redisstore.Store, lim ratewarden.Limit) (*procReport
 						ended = "would exceed the deadline"
 					case ctx.Err() != nil:
 						ended = "context ended"
+						if w.last.Allowed && w.now+w.last.Delay.Microseconds() <= job.End.UnixMicro() {
+							mu.Lock()
+							rep.Cut++
+							mu.Unlock()
+						}
 					default:
 						errs <- err
 						return
@@ -354,12 +368,13 @@ func TestProcsWait(t *testing.T) {
 	calls := scriptCalls(t, srv) - before
 
 	var slots, returned []int64
-	early := 0
+	early, cut := 0, int64(0)
 	ended := map[string]int{}
 	for _, r := range reps {
 		slots = append(slots, r.Slots...)
 		returned = append(returned, r.Returned...)
 		early += r.Early
+		cut += int64(r.Cut)
 		for k, n := range r.Ended {
 			ended[k] += n
 		}
@@ -376,21 +391,24 @@ func TestProcsWait(t *testing.T) {
 	// The schedule from the first slot to the end: one every 20 ms.
 	first := time.UnixMicro(slots[0])
 	scheduled := int64(job.End.Sub(first)/(20*time.Millisecond)) + 1
-	t.Logf("admitted %d (schedule from the first slot, %v after the start: %d; the 5 s at 50/s: 250); most slots in a 100 ms window: %d; most Wait returns in a 100 ms window: %d; %d script calls, %.2f per admission; loops ended: %v",
-		admitted, first.Sub(start), scheduled, maxSlots, maxReturns, calls, perAdmission, ended)
+	t.Logf("admitted %d (schedule from the first slot, %v after the start: %d; the 5 s at 50/s: 250; slots before the end lost to the deadline: %d); most slots in a 100 ms window: %d; most Wait returns in a 100 ms window: %d; %d script calls, %.2f per admission; loops ended: %v",
+		admitted, first.Sub(start), scheduled, cut, maxSlots, maxReturns, calls, perAdmission, ended)
 	if early > 0 {
 		t.Errorf("%d Waits returned before their slot", early)
 	}
 	if maxSlots > 5+1 {
 		t.Errorf("%d slots in one 100 ms window, want at most 5 + burst 1", maxSlots)
 	}
-	if d := admitted - scheduled; d < -2 || d > 2 {
-		t.Errorf("admitted %d, want %d ± 2: one every 20 ms from the first slot until the contexts ended", admitted, scheduled)
+	// One every 20 ms from the first slot until the contexts ended, ± 2;
+	// a slot whose timer fired with the deadline may be lost (counted in
+	// cut), never one more admitted.
+	if admitted > scheduled+2 || admitted+cut < scheduled-2 {
+		t.Errorf("admitted %d (and %d lost to the deadline), want %d ± 2", admitted, cut, scheduled)
 	}
 	// 250 ± 2 when the first admission came at the start (a machine that
 	// started the children late shifts the whole schedule; checked above).
-	if first.Sub(start) < 20*time.Millisecond && (admitted < 248 || admitted > 252) {
-		t.Errorf("admitted %d in 5 s at 50/s, want 250 ± 2", admitted)
+	if first.Sub(start) < 20*time.Millisecond && (admitted > 252 || admitted+cut < 248) {
+		t.Errorf("admitted %d (and %d lost to the deadline) in 5 s at 50/s, want 250 ± 2", admitted, cut)
 	}
 	if perAdmission > 2 {
 		t.Errorf("%d script calls for %d admissions: %.2f each, want at most 2", calls, admitted, perAdmission)
@@ -488,22 +506,33 @@ func TestProcsPermits(t *testing.T) {
 		t.Fatal(err)
 	}
 	const max, ttl = 10, 2 * time.Second
-	job := procJob{Kind: "permits", Addr: srv.Addr, Key: "jobs", Goroutines: 32, Rounds: 5, Max: max, TTL: time.Minute, Hold: 20 * time.Millisecond, Start: time.Now().Add(startIn)}
-	reps := childproc.Run[procReport](t, 4, job, startIn+3*time.Minute)
-	var holds [][2]int64
-	for _, r := range reps {
-		holds = append(holds, r.Holds...)
-	}
-	if want := 4 * 32 * 5; len(holds) != want {
-		t.Fatalf("%d holds reported, want %d", len(holds), want)
-	}
-	peak := maxOverlap(holds)
-	t.Logf("%d holds of 20 ms across 4 processes; most held at once, as the callers saw it: %d", len(holds), peak)
-	if peak != max {
-		t.Errorf("at most %d permits overlapped, want exactly %d at the peak", peak, max)
-	}
-	if n := do(t, srv, "EXISTS", s.PermitKey("jobs")); n != "0" {
-		t.Errorf("the permit set outlived every release")
+	// Never more than 10 held, in any run. All 10 seen at once takes the
+	// handovers to be quick, which a stalled machine can starve: up to 3
+	// runs to see it.
+	for run := 1; ; run++ {
+		job := procJob{Kind: "permits", Addr: srv.Addr, Key: "jobs", Goroutines: 32, Rounds: 5, Max: max, TTL: time.Minute, Hold: 20 * time.Millisecond, Start: time.Now().Add(startIn)}
+		reps := childproc.Run[procReport](t, 4, job, startIn+3*time.Minute)
+		var holds [][2]int64
+		for _, r := range reps {
+			holds = append(holds, r.Holds...)
+		}
+		if want := 4 * 32 * 5; len(holds) != want {
+			t.Fatalf("%d holds reported, want %d", len(holds), want)
+		}
+		peak := maxOverlap(holds)
+		t.Logf("run %d: %d holds of 20 ms across 4 processes; most held at once, as the callers saw it: %d", run, len(holds), peak)
+		if peak > max {
+			t.Fatalf("%d permits overlapped, want at most %d", peak, max)
+		}
+		if n := do(t, srv, "EXISTS", s.PermitKey("jobs")); n != "0" {
+			t.Fatalf("the permit set outlived every release")
+		}
+		if peak == max {
+			break
+		}
+		if run == 3 {
+			t.Fatalf("the peak stayed below %d permits in %d runs", max, run)
+		}
 	}
 
 	// A holder killed with its permits.
