@@ -40,6 +40,14 @@ type rueidisEval struct {
 	calm   atomic.Int64 // commands in a row without a connection error, up to calmAfter
 	ack    *replicaAck  // WithReplicaAck; nil: no WAIT
 	direct *directConns // nil: every command is pipelined (Cluster)
+
+	// The script as a function (WithFunctions; see library in script.go),
+	// run with FCALL while Redis lets it, EVALSHA otherwise. A Cluster's
+	// nodes would each need the library: it runs scripts.
+	fn      string      // its name; "" when the script runs with EVALSHA only
+	lib     string      // its library's code
+	noFn    atomic.Bool // Redis has no functions, or this user may not use them
+	loading atomic.Bool // a FUNCTION LOAD is in flight
 }
 
 // replicaAck is WAIT's arguments: the replicas that must have a call's
@@ -64,6 +72,14 @@ func newRueidisEval(c rueidis.Client, script string) *rueidisEval {
 		e.direct = &directConns{c: c, max: DefaultBatchLanes}
 	}
 	return e
+}
+
+// useFunctions makes e run its script as a function (WithFunctions) when
+// the script has one (see library) and the client is not a Cluster's.
+func (e *rueidisEval) useFunctions() {
+	if e.c.Mode() != rueidis.ClientModeCluster {
+		e.lib, e.fn, _ = library(e.script)
+	}
 }
 
 // cancelOnly is a context that ends when its parent does but reports no
@@ -186,9 +202,12 @@ func (e *rueidisEval) note(res rueidis.RedisResult) {
 }
 
 func (e *rueidisEval) eval(ctx context.Context, keys, args []string, dst []int64) ([]int64, error) {
-	res := e.run(ctx, "EVALSHA", e.sha, keys, args)
-	if err := res.Error(); err != nil && isNoScript(err) {
-		res = e.run(ctx, "EVAL", e.script, keys, args)
+	res, ok := e.fcall(ctx, keys, args)
+	if !ok {
+		res = e.run(ctx, "EVALSHA", e.sha, keys, args)
+		if err := res.Error(); err != nil && isNoScript(err) {
+			res = e.run(ctx, "EVAL", e.script, keys, args)
+		}
 	}
 	msgs, err := res.ToArray()
 	if err != nil {
@@ -207,6 +226,61 @@ func (e *rueidisEval) eval(ctx context.Context, keys, args []string, dst []int64
 // run runs EVALSHA or EVAL (verb) of script (its SHA-1 or source).
 func (e *rueidisEval) run(ctx context.Context, verb, script string, keys, args []string) rueidis.RedisResult {
 	return e.do(ctx, &command{head: [3]string{verb, script, strconv.Itoa(len(keys))}, nhead: 3, keys: keys, args: args})
+}
+
+// fcall runs the script's function, loading its library when Redis does
+// not have it (yet, or any more: a restart, a FUNCTION FLUSH). ok is false
+// when the call is to run with EVALSHA instead: the script has no
+// function, Redis has no functions (before 7.0) or refuses them to this
+// user (from then on), or the library could not be loaded now (another
+// call is loading it, or this Redis is a read-only replica).
+func (e *rueidisEval) fcall(ctx context.Context, keys, args []string) (rueidis.RedisResult, bool) {
+	if e.fn == "" || e.noFn.Load() {
+		return rueidis.RedisResult{}, false
+	}
+	res := e.run(ctx, "FCALL", e.fn, keys, args)
+	msg, isRedis := redisError(res.Error())
+	switch {
+	case !isRedis:
+		return res, true
+	case refusesFunctions(msg):
+		e.noFn.Store(true)
+		return res, false
+	case !strings.Contains(msg, "Function not found"):
+		return res, true // the function's own error
+	case !e.loading.CompareAndSwap(false, true):
+		return res, false
+	}
+	err := e.do(ctx, &command{head: [3]string{"FUNCTION", "LOAD", e.lib}, nhead: 3}).Error()
+	e.loading.Store(false)
+	if msg, isRedis := redisError(err); isRedis && !strings.Contains(msg, "already exists") {
+		if refusesFunctions(msg) {
+			e.noFn.Store(true)
+		}
+		return res, false
+	} else if err != nil && !isRedis {
+		return rueidis.NewErrorResult(err), true
+	}
+	return e.run(ctx, "FCALL", e.fn, keys, args), true
+}
+
+// redisError returns the message of err when it is an error reply.
+func redisError(err error) (string, bool) {
+	re, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return "", false
+	}
+	return re.Error(), true
+}
+
+// refusesFunctions reports whether msg says that Redis has no functions
+// (an unknown command, before 7.0 or where a proxy or an operator left
+// them out) or that this user may not use them (an ACL refusing FCALL or
+// FUNCTION LOAD, not a key).
+func refusesFunctions(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "unknown command") ||
+		strings.HasPrefix(m, "noperm") && (strings.Contains(m, "'fcall'") || strings.Contains(m, "'function"))
 }
 
 func isNoScript(err error) bool {
