@@ -3,12 +3,17 @@ package httplimit_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/httplimit"
+	"github.com/ratewarden/ratewarden/internal/testredis"
 	"github.com/ratewarden/ratewarden/memstore"
+	"github.com/ratewarden/ratewarden/redisstore"
 )
 
 // discardWriter is a ResponseWriter that keeps one header map, so the
@@ -69,6 +74,51 @@ func BenchmarkMiddleware(b *testing.B) {
 				b.Fatal(err)
 			}
 			run(b, mustNew(b, l, tc.opts...).Handler(hello))
+		})
+	}
+}
+
+// BenchmarkMiddlewareRedis is BenchmarkMiddleware's one_limit beside
+// WithCountIf and WithMaxInFlight on a real redis-server (one client,
+// one request at a time), where each costs store round trips: a
+// reservation given back is two script calls, a permit two more.
+func BenchmarkMiddlewareRedis(b *testing.B) {
+	never := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: ratewarden.MaxRate, Period: time.Minute}
+	srv := testredis.Start(b)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	st, err := redisstore.New(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := ratewarden.New(st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		opts []httplimit.Option
+	}{
+		{"one_limit", nil},
+		{"count_if_given_back", []httplimit.Option{httplimit.WithCountIf(httplimit.Failed)}},
+		{"count_if_kept", []httplimit.Option{httplimit.WithCountIf(func(*http.Request, int) bool { return true })}},
+		{"max_in_flight", []httplimit.Option{httplimit.WithMaxInFlight(1000, time.Minute)}},
+	}
+	for i, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			// A rule of its own per case, so the cases share no counters.
+			rule := httplimit.WithRule(httplimit.Rule{Name: "r" + strconv.Itoa(i), Policies: []httplimit.Policy{{Limit: never}}})
+			h := mustNew(b, l, append([]httplimit.Option{rule}, tc.opts...)...).Handler(hello)
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.RemoteAddr = client
+			w := &discardWriter{h: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				h.ServeHTTP(w, r)
+			}
 		})
 	}
 }
