@@ -8,12 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
-	"net/url"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -145,41 +142,11 @@ func (s *Server) authorized(r *http.Request) bool {
 	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(cred), []byte(s.token)) == 1
 }
 
-// decodeBody reads exactly one JSON object into v (a pointer to a struct)
-// strictly: Content-Type application/json, valid UTF-8, no unknown,
-// duplicate or case-folded member names, nothing after the object.
-// encoding/json alone would take {"KEY": ...} for "key", keep the last of
-// two "key" members and turn invalid UTF-8 into U+FFFD.
-func decodeBody(r *http.Request, v any) *apiError {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
-		return newProblem(probMediaType, "want Content-Type: application/json")
-	}
-	body, err := io.ReadAll(r.Body)
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		return newProblem(probTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit))
-	case err != nil:
-		return newProblem(probInvalid, "the request body could not be read")
-	case !utf8.Valid(body):
-		return newProblem(probInvalid, "the request body is not valid UTF-8")
-	}
-	if e := checkMembers(body, v); e != nil {
-		return e
-	}
+// newStrictDecoder decodes body refusing unknown fields.
+func newStrictDecoder(body []byte) *json.Decoder {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	err = dec.Decode(v)
-	if err == nil {
-		if _, extra := dec.Token(); extra != io.EOF {
-			err = errors.New("trailing data after the JSON object")
-		}
-	}
-	if err != nil {
-		return jsonProblem(err)
-	}
-	return checkStrings(v)
+	return dec
 }
 
 // typeProblem says what a field wants in JSON terms, never Go's.
@@ -283,13 +250,17 @@ func checkStrings(v any) *apiError {
 	return nil
 }
 
-// target is what a request limits: the store key, limit and policy.
+// target is what a request limits: the store key, limit and policy, and
+// how its answer is written and counted.
 type target struct {
-	key    string // the store key (namespaced)
-	limit  ratewarden.Limit
-	policy string // policy name, or "inline"
-	fp     config.FailurePolicy
-	shadow bool
+	key      string // the store key (namespaced)
+	limit    ratewarden.Limit
+	limitStr string // limit.String()
+	policy   string // policy name, or "inline"
+	fp       config.FailurePolicy
+	shadow   bool
+	renderer *httplimit.Renderer // the rate limit headers
+	series   *series             // ratewarden_decisions_total of the policy
 }
 
 // resolve turns key + policy|limit into a target, or a problem. cost is
@@ -307,17 +278,20 @@ func (s *Server) resolve(key, policy, limit string, cost int64) (target, *apiErr
 	}
 	sn := s.snap.Load()
 	if policy != "" {
-		p := sn.cfg.Policies[policy]
-		if p == nil {
+		pp := sn.plan.policies[policy]
+		if pp == nil {
 			return target{}, newProblem(probInvalid, fmt.Sprintf("unknown policy %q", policy))
 		}
 		// Policies count apart from each other and from inline limits.
 		return target{
-			key:    "policy/" + url.PathEscape(policy) + "/" + key,
-			limit:  p.Limit,
-			policy: policy,
-			fp:     s.failure(sn.cfg, p.Failure),
-			shadow: p.Shadow,
+			key:      pp.keyPrefix + key,
+			limit:    pp.p.Limit,
+			limitStr: pp.limitStr,
+			policy:   policy,
+			fp:       pp.fp,
+			shadow:   pp.p.Shadow,
+			renderer: pp.renderer,
+			series:   &pp.series,
 		}, nil
 	}
 	il := s.inlineLimits(sn.cfg)
@@ -331,7 +305,16 @@ func (s *Server) resolve(key, policy, limit string, cost int64) (target, *apiErr
 	if err := il.Check(lim, cost); err != nil {
 		return target{}, newProblem(probInlineMax, strings.TrimPrefix(strings.TrimSuffix(err.Error(), ": "+ratewarden.ErrInvalidLimit.Error()), "config: "))
 	}
-	return target{key: "limit/" + key, limit: lim, policy: "inline", fp: s.failure(sn.cfg)}, nil
+	name := lim.String()
+	return target{
+		key:      "limit/" + key,
+		limit:    lim,
+		limitStr: name,
+		policy:   "inline",
+		fp:       s.failure(sn.cfg),
+		renderer: httplimit.NewRenderer(draftSet, httplimit.Policy{Name: name, Limit: lim}),
+		series:   &sn.plan.inline,
+	}, nil
 }
 
 // inlineLimits is the inline limits setting in force: cfg's when it sets
@@ -368,14 +351,14 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request, peek bool) 
 		return
 	}
 	if !peek {
-		s.m.decision("http", "", t.policy, res, t.shadow)
+		t.series.decision(s.m, &res, t.shadow)
 	}
 	d := Decision{
 		Allowed:      res.Allowed || t.shadow,
 		OverLimit:    !res.Allowed,
 		Key:          in.Key,
 		Policy:       in.Policy,
-		Limit:        t.limit.String(),
+		Limit:        t.limitStr,
 		Cost:         cost,
 		Remaining:    res.Remaining,
 		RetryAfterMS: ceilMillis(res.RetryAfter),
@@ -384,13 +367,9 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request, peek bool) 
 		Degraded:     res.Degraded(),
 		Shadow:       t.shadow,
 	}
-	name := t.policy
-	if name == "inline" {
-		name = t.limit.String()
-	}
-	httplimit.NewRenderer(httplimit.DraftHeaders|httplimit.XRateLimitHeaders, httplimit.Policy{Name: name, Limit: t.limit}).
-		Set(w.Header(), ratewarden.Decision{Allowed: d.Allowed, Results: []ratewarden.Result{res}}, !d.Allowed)
-	writeJSON(w, http.StatusOK, d)
+	results := [1]ratewarden.Result{res}
+	t.renderer.Set(w.Header(), ratewarden.Decision{Allowed: d.Allowed, Results: results[:]}, !d.Allowed)
+	writeJSON(w, http.StatusOK, &d)
 }
 
 // checkOne checks, or peeks, cost units of t through the Limiter of its
@@ -452,20 +431,6 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, k
 		// message describes the request, never the server.
 		s.writeProblem(w, newProblem(probInvalid, strings.TrimPrefix(msg, "ratewarden: ")))
 	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		httplimit.WriteProblem(w, httplimit.Problem{Type: ProblemBase + probInternalError.slug, Title: probInternalError.title, Status: probInternalError.status})
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Length", strconv.Itoa(len(b)+1))
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
 }
 
 func ceilMillis(d time.Duration) int64 {
