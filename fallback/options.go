@@ -257,7 +257,12 @@ func WithOnDegraded(fn func(p Policy, cause error)) Option {
 // WithLocalStore sets the in-process store that holds the local shares for
 // LocalFallback. The default is a memstore.New() with its defaults (at most
 // memstore.DefaultMaxKeys states); pass a memstore built with
-// memstore.WithMaxKeys to bound it differently. st must not be nil.
+// memstore.WithMaxKeys to bound it differently. st must not be nil. A
+// memstore is also a ratewarden.Charger and a ratewarden.PermitStore, as
+// the local share must be for settlements (Store.Charge) and concurrency
+// limits (Store.Acquire) during an outage; with a store that is not, a
+// settlement is only journaled, and a LocalFallback Acquire is an error
+// wrapping ratewarden.ErrInvalidConfig.
 func WithLocalStore(st ratewarden.Store) Option {
 	return func(c *config) { c.local, c.localSet = st, true }
 }

@@ -619,3 +619,28 @@ func TestPartitionedSettleAndPermits(t *testing.T) {
 		}
 	})
 }
+
+// A local store that is neither a Charger nor a PermitStore: settlements
+// are only journaled, and a LocalFallback Acquire is a configuration
+// error.
+func TestLocalStoreWithoutChargeOrPermits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := memstore.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := newFaulty(t)
+		f.set(failing)
+		s := newStore(t, f, WithLogger(discard), WithLocalStore(struct{ ratewarden.Store }{m}))
+		applied := []int64{7}
+		if err := s.Charge(bg, "k", []ratewarden.Limit{perHour1000}, []ratewarden.Spent{{Units: -3}}, applied); err != nil || applied[0] != 0 {
+			t.Errorf("Charge = %v, applied %v; want nil, [0]", err, applied)
+		}
+		if entries, _, _ := s.journal.take(); len(entries) != 1 || entries[0].spans[0].units != -3 {
+			t.Errorf("journal = %+v, want the refund", entries)
+		}
+		if _, err := s.Acquire(bg, "k", "h", 2, time.Minute); !errors.Is(err, ratewarden.ErrInvalidConfig) {
+			t.Errorf("Acquire = %v, want ErrInvalidConfig", err)
+		}
+	})
+}
