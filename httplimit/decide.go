@@ -229,8 +229,10 @@ type Verdict struct {
 // then counts. Without those options, or for a Verdict that does not
 // proceed, Done does nothing; call it all the same, once, when the
 // request ends. Until then a permit is extended as Handler extends it,
-// and no longer once the request's context is done: a Verdict never
-// Done keeps its permit for ttl after that, and its reservation counts.
+// but no longer once the request's context is done, and not at all when
+// that context can never be done (context.Background): a Verdict never
+// Done keeps its permit for ttl after its context ended (or after it was
+// acquired), and its reservation counts.
 func (v Verdict) Done(status int) {
 	v.hold.finish(status)
 }
@@ -298,7 +300,7 @@ func (m *Middleware) DecideKey(r *http.Request, key string) Verdict {
 func (m *Middleware) verdict(r *http.Request, o outcome) Verdict {
 	v := Verdict{Limited: o.limited, Proceed: o.proceed, Canceled: o.canceled, Err: o.err}
 	if o.holds() {
-		v.hold = m.hold(r, &o, r.Context())
+		v.hold = m.hold(r, &o, true)
 	}
 	if o.limited && o.err == nil {
 		if o.own == nil { // a denial's Results are copied already

@@ -27,16 +27,23 @@ func (o *outcome) holds() bool {
 	return o.proceed && ((o.resv != nil && o.resv.Allowed) || (o.permit != nil && o.permit.Acquired))
 }
 
-// hold takes over what o holds for r; the permit is extended until
-// finish, or until until is done.
-func (m *Middleware) hold(r *http.Request, o *outcome, until context.Context) *hold {
+// hold takes over what o holds for r. The permit is extended until
+// finish, and with a Verdict's (byVerdict) no longer once r's context is
+// done; not at all when that context can never be done, so that a
+// Verdict nobody ends keeps its permit ttl at most.
+func (m *Middleware) hold(r *http.Request, o *outcome, byVerdict bool) *hold {
 	h := &hold{m: m, r: r, key: o.key}
 	if o.resv != nil && o.resv.Allowed {
 		h.resv = o.resv
 	}
 	if o.permit != nil && o.permit.Acquired {
 		h.permit = o.permit
-		h.startExtender(until)
+		switch {
+		case !byVerdict:
+			h.startExtender(nil)
+		case r.Context().Done() != nil:
+			h.startExtender(r.Context())
+		}
 	}
 	return h
 }
@@ -102,7 +109,7 @@ func (m *Middleware) drop(r *http.Request, o *outcome) {
 // and ends them when next returns or panics; under WithCountIf next
 // writes through a recorder, which sees the status.
 func (m *Middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Request, o *outcome) {
-	h := m.hold(r, o, context.WithoutCancel(r.Context()))
+	h := m.hold(r, o, false)
 	var rec *recorder
 	if h.resv != nil {
 		w, rec = wrapWriter(w)

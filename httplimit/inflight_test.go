@@ -285,7 +285,8 @@ func TestMaxInFlightStoreFailure(t *testing.T) {
 }
 
 // Decide holds the permit in the Verdict until Done; a Verdict never Done
-// stops being extended once the request's context ends.
+// stops being extended once the request's context ends, and is not
+// extended on a context that cannot end.
 func TestMaxInFlightVerdict(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l, st := newLimiter(t, 0)
@@ -295,7 +296,9 @@ func TestMaxInFlightVerdict(t *testing.T) {
 			r.RemoteAddr = client
 			return r
 		}
-		v := m.Decide(req(context.Background()))
+		live, end := context.WithCancel(context.Background())
+		defer end()
+		v := m.Decide(req(live))
 		if !v.Proceed || !v.Info.InFlight.Acquired || v.Info.InFlight.Held != 1 {
 			t.Fatalf("first verdict %+v", v)
 		}
@@ -328,6 +331,14 @@ func TestMaxInFlightVerdict(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		if n := held(t, st, "default|ip:198.51.100.7", 1); n != 0 {
 			t.Errorf("%d permits held ttl after the context ended, want 0", n)
+		}
+		// A context that can never end: not extended, held ttl at most.
+		if v := m.Decide(req(context.Background())); !v.Proceed {
+			t.Fatalf("fourth verdict %+v", v)
+		}
+		time.Sleep(2 * time.Second)
+		if n := held(t, st, "default|ip:198.51.100.7", 1); n != 0 {
+			t.Errorf("%d permits held ttl after a Verdict on context.Background, want 0", n)
 		}
 	})
 }
