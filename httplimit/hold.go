@@ -40,7 +40,7 @@ func (m *Middleware) hold(r *http.Request, o *outcome, byVerdict bool) *hold {
 		h.permit = o.permit
 		switch {
 		case !byVerdict:
-			h.startExtender(nil)
+			h.startExtender(context.Background()) // until finish
 		case r.Context().Done() != nil:
 			h.startExtender(r.Context())
 		}

@@ -82,7 +82,7 @@ const finishTimeout = 5 * time.Second
 type extender struct {
 	h     *hold
 	ttl   time.Duration
-	until context.Context // nil, or extending stops when it is done too
+	until context.Context // extending stops when it is done too
 
 	mu      sync.Mutex
 	stopped bool
@@ -102,7 +102,7 @@ func (h *hold) startExtender(until context.Context) {
 func (e *extender) fire() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.stopped || (e.until != nil && e.until.Err() != nil) {
+	if e.stopped || e.until.Err() != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.h.r.Context()), finishTimeout)
