@@ -237,3 +237,74 @@ func TestBoundedCtx(t *testing.T) {
 		}
 	})
 }
+
+// A queued check of a caller without a deadline leaves at the Store's
+// timeout (from the timer it shares with the checks of its millisecond),
+// or at its caller's cancellation, and is never sent.
+func TestQueuedStoreTimeout(t *testing.T) {
+	srv := testredis.Start(t)
+	inner := openStore(t, srv.Addr).ev
+	ev := &blockingEval{evaluator: inner, release: make(chan struct{})}
+	const timeout = 200 * time.Millisecond
+	s, err := newStore(ev, false, []Option{WithBatchLanes(1), WithTimeout(timeout)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := ratewarden.PerHour(1000)
+	held := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(bg, time.Minute)
+		defer cancel()
+		_, err := check(s, "lane", lim, 1, ctx)
+		held <- err
+	}()
+	for ev.calls.Load() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	type result struct {
+		err  error
+		took time.Duration
+	}
+	queue := func(key string, ctx context.Context) <-chan result {
+		r := make(chan result, 1)
+		go func() {
+			start := time.Now()
+			_, err := check(s, key, lim, 1, ctx)
+			r <- result{err, time.Since(start)}
+		}()
+		return r
+	}
+	var timed []<-chan result
+	for i := range 3 {
+		timed = append(timed, queue("timed"+strconv.Itoa(i), bg))
+	}
+	parent, cancel := context.WithCancel(bg)
+	canceled := queue("canceled", parent)
+	for s.bat.queued() < 4 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	if r := <-canceled; !errors.Is(r.err, context.Canceled) || r.took >= timeout {
+		t.Errorf("canceled after 20ms: %v after %v; want context.Canceled before the %v timeout", r.err, r.took, timeout)
+	}
+	for i, ch := range timed {
+		// Generous for a busy machine; the lane is held until released
+		// below, so a check that did not leave at its timeout would wait.
+		if r := <-ch; !errors.Is(r.err, context.DeadlineExceeded) || !errors.Is(r.err, ratewarden.ErrStoreUnavailable) || r.took < timeout || r.took > timeout+time.Second {
+			t.Errorf("queued check %d: %v after %v; want DeadlineExceeded and ErrStoreUnavailable at the %v timeout", i, r.err, r.took, timeout)
+		}
+	}
+	close(ev.release)
+	if err := <-held; err != nil {
+		t.Fatalf("the lane's check: %v", err)
+	}
+	if c := ev.calls.Load(); c != 1 {
+		t.Errorf("%d script calls, want 1: the queued checks left before a lane freed up", c)
+	}
+	for _, k := range []string{"timed0", "timed1", "timed2", "canceled"} {
+		if n := do(t, srv, "EXISTS", s.Key(k, lim)); n != "0" {
+			t.Errorf("%s reached Redis", k)
+		}
+	}
+}
