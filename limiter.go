@@ -51,6 +51,11 @@ func New(store Store, opts ...Option) (*Limiter, error) {
 	return l, nil
 }
 
+// Store returns the Store the Limiter decides on, for a caller that
+// needs to know what it can do (a ratewarden.Charger settles
+// reservations, a ratewarden.PermitStore holds permits).
+func (l *Limiter) Store() Store { return l.store }
+
 // Allow is AllowN(ctx, key, limit, 1).
 func (l *Limiter) Allow(ctx context.Context, key string, limit Limit) (Result, error) {
 	return l.check(ctx, key, limit, 1, false)

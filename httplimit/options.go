@@ -95,6 +95,18 @@ func (c *config) validate() error {
 	return fmt.Errorf("httplimit: %s: %w", msg, ratewarden.ErrInvalidConfig)
 }
 
+// storeCan checks that st can do what the options ask of it, so that a
+// store that cannot fails New rather than every request.
+func (c *config) storeCan(st ratewarden.Store) error {
+	if _, ok := st.(ratewarden.Charger); c.countIf != nil && !ok {
+		return fmt.Errorf("httplimit: WithCountIf: the Limiter's store (%T) cannot settle reservations (not a ratewarden.Charger): %w", st, ratewarden.ErrInvalidConfig)
+	}
+	if _, ok := st.(ratewarden.PermitStore); c.maxInFlight > 0 && !ok {
+		return fmt.Errorf("httplimit: WithMaxInFlight: the Limiter's store (%T) holds no permits (not a ratewarden.PermitStore): %w", st, ratewarden.ErrInvalidConfig)
+	}
+	return nil
+}
+
 // validInFlight checks WithMaxInFlight's arguments as Limiter.Acquire
 // would, so that a bad one fails New rather than every request.
 func validInFlight(max int64, ttl time.Duration) error {
