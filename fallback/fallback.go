@@ -112,6 +112,7 @@ type Store struct {
 	charger    ratewarden.Charger // the primary, when it is one
 	reconciled atomic.Int64
 	pins       pins
+	writer     writer
 	scratch    sync.Pool // *scratch for degraded decisions
 }
 

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
@@ -88,8 +87,6 @@ type journal struct {
 	order       []*jentry          // oldest first
 	dropped     int64              // units charged that were not journaled
 	droppedBack int64              // units given back that were not journaled (<= 0)
-
-	running atomic.Bool // a write-back is under way
 }
 
 func (j *journal) init(maxKeys int) {
@@ -163,6 +160,14 @@ func (j *journal) add(key string, limits []ratewarden.Limit, spans ...span) {
 	for _, sp := range spans {
 		e.push(sp)
 	}
+}
+
+// count adds units charged and given back that were not journaled to
+// the next take's counts.
+func (j *journal) count(dropped, back int64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.dropped, j.droppedBack = j.dropped+dropped, j.droppedBack+back
 }
 
 // drop counts spans the journal has no room for. j.mu is held.
@@ -293,10 +298,25 @@ func (j *journal) take() ([]*jentry, int64, int64) {
 // ahead of what was journaled since (they are older), merging with entries
 // of the same key and limits by the same rules.
 func (j *journal) putBack(entries []*jentry) {
+	// Entries of one key and limits (from batches taken one after the
+	// other), oldest first, become one.
+	byKey := make(map[string]*jentry, len(entries))
+	var older []*jentry
+	for _, e := range entries {
+		jk := journalKey(e.key, e.limits)
+		if first := byKey[jk]; first != nil {
+			for _, sp := range e.spans {
+				first.push(sp)
+			}
+			continue
+		}
+		byKey[jk] = e
+		older = append(older, e)
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var kept []*jentry
-	for _, e := range entries {
+	for _, e := range older {
 		jk := journalKey(e.key, e.limits)
 		if cur := j.entries[jk]; cur != nil {
 			newer := cur.spans

@@ -129,39 +129,110 @@ func (s *Store) pin(entries []*jentry) {
 	s.pins.until.Store(s.since(time.Now().Add(s.grace())))
 }
 
-func (s *Store) unpin() {
+// unpin ends the grace, unless a later recovery extended it: it reports
+// whether the grace is over.
+func (s *Store) unpin() bool {
 	s.pins.mu.Lock()
 	defer s.pins.mu.Unlock()
+	if until := s.pins.until.Load(); until != 0 && s.since(time.Now()) < until {
+		return false
+	}
 	s.pins.until.Store(0)
 	clear(s.pins.keys)
+	return true
 }
 
-// startReconcile writes the journal back on a goroutine of its own, unless
-// one is already at it or there is nothing to write. It runs when the
-// breaker has closed again: it pins the journaled keys for the grace
-// period, charges them, and when the grace ends unpins them and writes
-// back what they admitted meanwhile. Nothing of it outlives that.
+// startReconcile runs when the breaker has closed again: it takes the
+// journal, pins its keys for the grace period and queues it for the
+// writer; when the grace ends, it unpins them and queues what they
+// admitted meanwhile. Every recovery does so, also one that comes while a
+// write-back or a grace is still under way (a breaker that closed, opened
+// and closed again): the keys of each stay on their local share for a
+// grace after the last recovery that found them in the journal.
 func (s *Store) startReconcile() {
-	if !s.journal.on() || !s.journal.running.CompareAndSwap(false, true) {
+	if !s.journal.on() {
 		return
 	}
+	if s.writeBack(s.cfg.grace > 0) && s.cfg.grace > 0 {
+		time.AfterFunc(s.grace(), s.endGrace)
+	}
+}
+
+// endGrace writes back what the pinned keys admitted during the grace,
+// unless a later recovery extended it (its own timer does that).
+func (s *Store) endGrace() {
+	if s.unpin() {
+		s.writeBack(false)
+	}
+}
+
+// writer writes the journal back on one goroutine at a time, in the order
+// it was taken, so that a key's later units never reach the primary
+// before its earlier ones. Nothing of it outlives its queue.
+type writer struct {
+	mu    sync.Mutex
+	queue []batch
+	busy  bool
+}
+
+// batch is one take of the journal.
+type batch struct {
+	entries       []*jentry
+	dropped, back int64
+}
+
+// writeBack takes the journal and queues it for the writer, starting the
+// writer's goroutine unless it runs; with pin, it pins the keys taken
+// first. It reports whether there was anything to write.
+func (s *Store) writeBack(pin bool) bool {
+	w := &s.writer
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	entries, dropped, back := s.journal.take()
 	if len(entries) == 0 && dropped == 0 && back == 0 {
-		s.journal.running.Store(false)
-		return
+		return false
 	}
-	if s.cfg.grace > 0 {
+	if pin {
 		s.pin(entries)
 	}
-	go func() {
-		s.reconcile(entries, dropped, back)
-		time.AfterFunc(s.grace(), func() {
-			s.unpin()
-			rest, dropped, back := s.journal.take()
-			s.reconcile(rest, dropped, back)
-			s.journal.running.Store(false)
-		})
-	}()
+	w.queue = append(w.queue, batch{entries, dropped, back})
+	if !w.busy {
+		w.busy = true
+		go s.write()
+	}
+	return true
+}
+
+// write writes the queued batches back, oldest first. When one cannot be
+// finished (the breaker left the closed state, the primary failed), it
+// and every batch queued after it go back to the journal, ahead of what
+// was journaled since, for the next recovery.
+func (s *Store) write() {
+	w := &s.writer
+	for {
+		w.mu.Lock()
+		if len(w.queue) == 0 {
+			w.busy = false
+			w.mu.Unlock()
+			return
+		}
+		b := w.queue[0]
+		w.queue = w.queue[1:]
+		w.mu.Unlock()
+		rest := s.reconcile(b)
+		if rest == nil {
+			continue
+		}
+		w.mu.Lock()
+		for _, q := range w.queue {
+			rest = append(rest, q.entries...)
+			s.journal.count(q.dropped, q.back)
+		}
+		w.queue, w.busy = nil, false
+		s.journal.putBack(rest)
+		w.mu.Unlock()
+		return
+	}
 }
 
 // tally is what one write-back did, for its log line.
@@ -169,20 +240,16 @@ type tally struct {
 	keys, charged, back, failed, dropped, droppedBack int64
 }
 
-// reconcile charges entries to the primary, oldest first, one script call
-// per entry. It stops at the first store failure, or when the breaker
-// leaves the closed state, and puts what is left back. dropped and back
-// are the units charged and given back that the journal could not hold.
-func (s *Store) reconcile(entries []*jentry, dropped, back int64) {
-	if len(entries) == 0 && dropped == 0 && back == 0 {
-		return
-	}
-	t := tally{dropped: dropped, droppedBack: back}
-	for i, e := range entries {
+// reconcile charges b's entries to the primary, oldest first, one script
+// call per entry, and logs what it did. It stops at the first store
+// failure, or when the breaker leaves the closed state, and returns the
+// entries it did not write; nil when it wrote them all.
+func (s *Store) reconcile(b batch) []*jentry {
+	t := tally{dropped: b.dropped, droppedBack: b.back}
+	for i, e := range b.entries {
 		if toState(s.cb.State()) != StateClosed {
-			s.journal.putBack(entries[i:])
 			s.logReconcile(t, ErrOpen)
-			return
+			return b.entries[i:]
 		}
 		charged, given, err := s.charge(e)
 		switch ratewarden.Classify(context.Background(), err) {
@@ -190,9 +257,8 @@ func (s *Store) reconcile(entries []*jentry, dropped, back int64) {
 			t.keys, t.charged, t.back = t.keys+1, t.charged+charged, t.back+given
 		case ratewarden.StoreUnavailable:
 			if !errors.Is(err, ratewarden.ErrInvalidConfig) {
-				s.journal.putBack(entries[i:])
 				s.logReconcile(t, err)
-				return
+				return b.entries[i:]
 			}
 			fallthrough
 		default: // the key's bad state, or a primary that takes no charges
@@ -200,6 +266,7 @@ func (s *Store) reconcile(entries []*jentry, dropped, back int64) {
 		}
 	}
 	s.logReconcile(t, nil)
+	return nil
 }
 
 // charge writes e back in one call and returns its units charged and

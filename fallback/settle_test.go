@@ -644,3 +644,46 @@ func TestLocalStoreWithoutChargeOrPermits(t *testing.T) {
 		}
 	})
 }
+
+// A breaker that closes, opens and closes again within a grace: the keys
+// journaled in the second outage are pinned too, and everything reaches
+// the primary, in order, once the last grace ends.
+func TestRecoveryDuringGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFaulty(t)
+		s := newStore(t, f, WithLogger(discard), WithTripAfter(1))
+		lim := newLimiter(t, s)
+		outage := func(key string, n int64) {
+			t.Helper()
+			f.set(failing)
+			if r, err := lim.AllowN(bg, key, perHour1000, n); err != nil || r.Source != ratewarden.SourceLocalFallback {
+				t.Fatalf("AllowN(%s) during the outage = %+v, %v", key, r, err)
+			}
+			f.set(healthy)
+			time.Sleep(DefaultProbeInterval + time.Millisecond)
+			mustCheck(t, s, "probe", perMin10, 0) // closes: a write-back starts
+			synctest.Wait()
+		}
+		outage("a", 10)
+		time.Sleep(2 * time.Second) // within a's grace
+		outage("b", 20)
+		if n := used(t, f.inner, "b", perHour1000); n != 20 {
+			t.Fatalf("b in the primary after the second recovery = %d, want 20", n)
+		}
+		for _, key := range []string{"a", "b"} {
+			if r, err := lim.Allow(bg, key, perHour1000); err != nil || r.Source != ratewarden.SourceLocalFallback {
+				t.Errorf("%s during the grace = %+v, %v; want the local share's", key, r, err)
+			}
+		}
+		time.Sleep(s.grace() + time.Millisecond) // past both graces
+		synctest.Wait()
+		for key, want := range map[string]int64{"a": 11, "b": 21} {
+			if n := used(t, f.inner, key, perHour1000); n != want {
+				t.Errorf("%s in the primary after the grace = %d, want %d", key, n, want)
+			}
+			if r, err := lim.Allow(bg, key, perHour1000); err != nil || r.Source != ratewarden.SourceStore {
+				t.Errorf("%s after the grace = %+v, %v; want the primary's", key, r, err)
+			}
+		}
+	})
+}
