@@ -366,19 +366,28 @@ func (s *Summary) Markdown(w io.Writer) {
 
 func (s *Summary) acceptance(w io.Writer) {
 	const wl = "many keys"
-	rw, ok1 := s.Get(wl, RWSliding, 64)
 	rr, ok2 := s.Get(wl, RedisRate, 64)
 	ul, ok3 := s.Get(wl, Ulule, 64)
 	bare, ok4 := s.Get(wl, Bare, 64)
 	var b strings.Builder
-	if ok1 && ok2 && ok3 && ok4 {
-		fmt.Fprintf(&b, "\nMany keys at 64 callers, ratewarden sliding_window (batching on) makes %s the decisions/s of redis_rate, %s those of ulule, %s those of the bare script.\n",
-			ratio(rw.PerSec, rr.PerSec), ratio(rw.PerSec, ul.PerSec), ratio(rw.PerSec, bare.PerSec))
+	b.WriteString("\n")
+	for _, name := range []string{RWSliding, RWSlidingFunctions} {
+		if rw, ok1 := s.Get(wl, name, 64); ok1 && ok2 && ok3 && ok4 {
+			fmt.Fprintf(&b, "Many keys at 64 callers, %s makes %s the decisions/s of redis_rate, %s those of ulule, %s those of the bare script (medians of %d).\n",
+				name, ratio(rw.PerSec, rr.PerSec), ratio(rw.PerSec, ul.PerSec), ratio(rw.PerSec, bare.PerSec), rw.Reps)
+		}
 	}
 	on, ok1 := s.Get(wl, RWSliding, 1)
 	off, ok2 := s.Get(wl, RWSlidingUnbatched, 1)
 	if ok1 && ok2 {
 		fmt.Fprintf(&b, "At 1 caller, p99 with batching %s, without %s (%s).\n", fmtDur(on.P99), fmtDur(off.P99), ratio(float64(on.P99), float64(off.P99)))
+	}
+	bare1, ok3 := s.Get(wl, Bare, 1)
+	for _, name := range []string{RWSliding, RWSlidingFunctions} {
+		if rw, ok := s.Get(wl, name, 1); ok && ok3 {
+			fmt.Fprintf(&b, "Many keys at 1 caller, %s makes %s the decisions/s of the bare script, at %s its p99 (%s against %s).\n",
+				name, ratio(rw.PerSec, bare1.PerSec), ratio(float64(rw.P99), float64(bare1.P99)), fmtDur(rw.P99), fmtDur(bare1.P99))
+		}
 	}
 	io.WriteString(w, b.String())
 }
