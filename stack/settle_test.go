@@ -282,7 +282,7 @@ func TestAcquireThroughStack(t *testing.T) {
 // the local share.
 func TestStackOutage(t *testing.T) {
 	srv := testredis.Start(t)
-	st := newStack(t, rueidisClient(t, srv.Addr), stack.WithFallback(fallback.WithTimeout(time.Second),
+	st := newStack(t, rueidisClient(t, srv.Addr), stack.WithFallback(fallback.WithTimeout(2*time.Second),
 		fallback.WithTripAfter(1), fallback.WithProbeInterval(100*time.Millisecond), fallback.WithGrace(0), fallback.WithReplicas(2)))
 	l := limiter(t, st)
 	key := st.Script().Key("tenant", hourly)
