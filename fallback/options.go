@@ -247,8 +247,8 @@ func WithOnStateChange(fn func(from, to State)) Option {
 // ratewarden.ErrStoreUnavailable (ErrOpen while the breaker is open), one
 // wrapping ratewarden.ErrKeyState (the key's own state is unusable), or
 // ErrRecovering (the key's grace after an outage). It
-// runs on the caller's goroutine, once per limit of a degraded check, and
-// must be quick; it is not given the key, which stays out of metrics and
+// runs on the caller's goroutine, once per limit of a degraded check and
+// once per degraded Acquire, and must be quick; it is not given the key, which stays out of metrics and
 // logs. Nil removes it.
 func WithOnDegraded(fn func(p Policy, cause error)) Option {
 	return func(c *config) { c.onDegraded = fn }
