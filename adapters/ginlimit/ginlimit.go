@@ -21,11 +21,19 @@
 // The request httplimit sees carries gin's route as its Pattern
 // ("GET /users/:id"), so httplimit.Pattern keys by route.
 //
+// Under httplimit.WithCountIf and WithMaxInFlight a request holds its
+// reservation and permit while the rest of the chain runs, and Handler
+// ends them with the chain's final status, c.Writer.Status() (0 after a
+// panic, which counts): gin.Recovery, if used, goes before Handler. A
+// route limited by Check alone (the user name of a login form) puts
+// Settle in front, so that its check is settled by the outcome too.
+//
 // The module is separate from ratewarden's, so that the library's users
 // never inherit gin.
 package ginlimit
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
@@ -93,20 +101,104 @@ func New(mw *httplimit.Middleware, opts ...Option) (*Middleware, error) {
 // Handler returns the gin.HandlerFunc: it decides each request as
 // httplimit's Handler does, sets the same headers, and calls c.Next for a
 // request that may proceed, the denied or error handler otherwise.
+//
+// Under httplimit.WithCountIf and WithMaxInFlight the request holds its
+// reservation and permit while c.Next runs; when it returns they are
+// ended with c.Writer.Status(), the status the chain answered with (200
+// when it wrote nothing): the reservation is kept when the CountFunc
+// counts that status and given back otherwise, the permit released. A
+// handler that panics ends them with status 0, which counts, and the
+// panic goes on (to gin.Recovery, say). Checks made by Check beneath the
+// Handler are ended the same way, at the same time.
 func (m *Middleware) Handler() gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if m.answer(c, m.mw.Decide(request(c))) {
-			c.Next()
+		v := m.mw.Decide(request(c))
+		if !m.answer(c, v) {
+			v.Done(c.Writer.Status()) // holds nothing: a no-op, as Done asks
+			return
 		}
+		next(c, &v)
 	}
+}
+
+// Settle returns gin middleware that ends the holds of the checks Check
+// makes in the handlers after it (under httplimit.WithCountIf and
+// WithMaxInFlight), as Handler does, without deciding anything itself:
+// for routes limited by Check alone, a login by user name, say.
+//
+//	router.POST("/login", ginlimit.Settle(), login)
+func Settle() gin.HandlerFunc {
+	return func(c *gin.Context) { next(c, nil) }
+}
+
+// scopeKey is the gin.Context key of the innermost scope: the verdicts
+// Check made beneath a Handler or Settle, ended when its c.Next returns.
+type scopeKey struct{}
+
+type scope struct{ held []httplimit.Verdict }
+
+// next runs the rest of the chain in a scope of its own, then ends v
+// (when not nil) and the scope's verdicts with the final status; 0 when
+// the chain panicked. The deferred call does not recover: the panic goes
+// on.
+func next(c *gin.Context, v *httplimit.Verdict) {
+	outer, _ := c.Get(scopeKey{})
+	sc := &scope{}
+	c.Set(scopeKey{}, sc)
+	returned := false
+	defer func() {
+		status := 0
+		if returned {
+			status = c.Writer.Status()
+		}
+		c.Set(scopeKey{}, outer) // a later Check belongs to the outer scope, if any
+		for _, h := range sc.held {
+			h.Done(status)
+		}
+		if v != nil {
+			v.Done(status)
+		}
+	}()
+	c.Next()
+	returned = true
 }
 
 // Check applies the rule the request matches to key, as
 // httplimit.Middleware.Check does, from inside a gin handler: it reports
 // whether the handler should go on; when false the answer is written and
 // the chain aborted.
+//
+// Under httplimit.WithCountIf and WithMaxInFlight, what a check that
+// goes on holds is ended by the innermost Handler or Settle of this
+// package that runs the handler, once the chain returns, with its final
+// status: put one in front of routes that call Check. Without one the
+// check is ended when the request's context is done, with status 0: its
+// reservation counts whatever the answer, its permit is held until the
+// request has been served.
 func (m *Middleware) Check(c *gin.Context, key string) bool {
-	return m.answer(c, m.mw.DecideKey(request(c), key))
+	v := m.mw.DecideKey(request(c), key)
+	if !m.answer(c, v) {
+		v.Done(c.Writer.Status()) // holds nothing
+		return false
+	}
+	if s, _ := c.Get(scopeKey{}); s != nil {
+		if sc, _ := s.(*scope); sc != nil {
+			sc.held = append(sc.held, v)
+			return true
+		}
+	}
+	endWith(c.Request.Context(), v)
+	return true
+}
+
+// endWith ends v with status 0 when ctx is done: at once when it never
+// is.
+func endWith(ctx context.Context, v httplimit.Verdict) {
+	if ctx.Done() == nil {
+		v.Done(0)
+		return
+	}
+	context.AfterFunc(ctx, func() { v.Done(0) })
 }
 
 func (m *Middleware) answer(c *gin.Context, v httplimit.Verdict) bool {

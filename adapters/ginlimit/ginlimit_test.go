@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -125,5 +126,106 @@ func TestNewErrors(t *testing.T) {
 		if _, err := ginlimit.New(tc.mw, tc.opts...); !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v; want %q", err, tc.want)
 		}
+	}
+}
+
+// holdReplica is the gin replica of the hold tests: gin's recovery, then
+// the adapter, then the route, which answers statuses from 400 up with
+// c.AbortWithStatus.
+func holdReplica(t *testing.T, mw *httplimit.Middleware, handle func(string) int) string {
+	r := gin.New()
+	r.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, _ any) { c.AbortWithStatus(http.StatusInternalServerError) }))
+	r.Use(mustGin(t, mw).Handler())
+	r.GET("/r", func(c *gin.Context) {
+		if s := handle(c.Request.URL.RawQuery); s >= 400 {
+			c.AbortWithStatus(s)
+		} else {
+			c.String(s, "ok")
+		}
+	})
+	s := httptest.NewServer(r)
+	t.Cleanup(s.Close)
+	return s.URL
+}
+
+// WithCountIf(Failed) on three replicas: successful logins consume
+// nothing, 5 failures block the 6th, answer by answer as httplimit.
+func TestCountIfLogins(t *testing.T) { adaptertest.CountIfLogins(t, "gin", holdReplica) }
+
+// WithMaxInFlight on three replicas: exactly max in the handler, every
+// permit released when its request ends.
+func TestMaxInFlight(t *testing.T) { adaptertest.MaxInFlight(t, "gin", holdReplica) }
+
+// A panic counts, releases its permit, and reaches gin's recovery.
+func TestPanicCounts(t *testing.T) { adaptertest.PanicCounts(t, "gin", holdReplica) }
+
+// loginRouter is a login route limited by Check on the user name, under
+// WithCountIf(Failed) and WithMaxInFlight(1): "good" is the password.
+func loginRouter(t *testing.T, settle bool) *gin.Engine {
+	mw := adaptertest.Middleware(t, adaptertest.MemLimiter(t),
+		httplimit.WithRule(httplimit.Rule{Name: "login", Policies: []httplimit.Policy{{Limit: adaptertest.Logins}}}),
+		httplimit.WithCountIf(httplimit.Failed), httplimit.WithMaxInFlight(1, 30*time.Second))
+	g := mustGin(t, mw)
+	login := func(c *gin.Context) {
+		if !g.Check(c, c.PostForm("user")) {
+			return
+		}
+		if c.PostForm("pass") != "good" {
+			c.AbortWithStatus(http.StatusUnauthorized)
+			return
+		}
+		c.String(http.StatusOK, "welcome")
+	}
+	r := gin.New()
+	if settle {
+		r.POST("/login", ginlimit.Settle(), login)
+	} else {
+		r.POST("/login", login)
+	}
+	return r
+}
+
+func login(r http.Handler, user, pass string) int {
+	return serve(r, http.MethodPost, "/login", strings.NewReader(url.Values{"user": {user}, "pass": {pass}}.Encode())).Code
+}
+
+// Check under Settle is settled by the outcome: successes consume
+// nothing, 5 failures of a user block that user only, and each check's
+// permit is released when the request ends (one at a time would be
+// denied otherwise).
+func TestCheckSettled(t *testing.T) {
+	r := loginRouter(t, true)
+	for i := range 10 {
+		if code := login(r, "ann", "good"); code != http.StatusOK {
+			t.Fatalf("success %d: %d; want 200", i, code)
+		}
+	}
+	for i := range 5 {
+		if code := login(r, "ann", "bad"); code != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d; want 401", i, code)
+		}
+	}
+	for _, pass := range []string{"bad", "good"} {
+		if code := login(r, "ann", pass); code != http.StatusTooManyRequests {
+			t.Errorf("ann after 5 failures, password %q: %d; want 429", pass, code)
+		}
+	}
+	if code := login(r, "bob", "good"); code != http.StatusOK {
+		t.Errorf("bob: %d; want 200", code)
+	}
+}
+
+// Without Handler or Settle a check is ended when the request's context
+// is done; the test recorder's never is, so at once, with status 0: every
+// request counts, successes too.
+func TestCheckUnsettledCounts(t *testing.T) {
+	r := loginRouter(t, false)
+	for i := range 5 {
+		if code := login(r, "ann", "good"); code != http.StatusOK {
+			t.Fatalf("success %d: %d; want 200", i, code)
+		}
+	}
+	if code := login(r, "ann", "good"); code != http.StatusTooManyRequests {
+		t.Errorf("6th success without Settle: %d; want 429, each check counted", code)
 	}
 }
