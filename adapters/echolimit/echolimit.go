@@ -26,11 +26,22 @@
 // httplimit sees carries echo's route as its Pattern ("GET /users/:id"),
 // so httplimit.Pattern keys by route.
 //
+// Under httplimit.WithCountIf and WithMaxInFlight a request holds its
+// reservation and permit while next runs, and Handler ends them with the
+// status the request is answered with (0 after a panic, which counts:
+// middleware.Recover, if used, goes before Handler). A handler's error is
+// answered by echo's error handler from inside Handler, so that the
+// status counted is the one sent (WithHandleError; Status is the status
+// inferred without it). A route limited by Check alone (the user name of
+// a login form) puts Settle in front, so that its check is settled by
+// the outcome too.
+//
 // The module is separate from ratewarden's, so that the library's users
 // never inherit echo.
 package echolimit
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
@@ -63,8 +74,9 @@ type ErrorFunc func(c echo.Context, err error) error
 type Option func(*config)
 
 type config struct {
-	denied DeniedFunc
-	onErr  ErrorFunc
+	denied      DeniedFunc
+	onErr       ErrorFunc
+	handleError bool
 }
 
 // WithDeniedHandler replaces the answer to a request over the limit;
@@ -75,12 +87,27 @@ func WithDeniedHandler(fn DeniedFunc) Option { return func(c *config) { c.denied
 // decided; default Error.
 func WithErrorHandler(fn ErrorFunc) Option { return func(c *config) { c.onErr = fn } }
 
+// WithHandleError decides how Handler learns the status of a request
+// whose handler returned an error, which WithCountIf's CountFunc is
+// given; default true. With true, as echo's RequestLogger with
+// HandleError, Handler calls c.Error(err) (echo's HTTPErrorHandler, which
+// writes the response) unless the response is committed already, counts
+// the status written, and still returns err, which echo's
+// DefaultHTTPErrorHandler then ignores (a custom one should skip a
+// committed response too); middleware before Handler can no longer
+// change that response. With false the response is left to echo as
+// usual and the status is the one Status infers, which is right for
+// DefaultHTTPErrorHandler but not for a custom error handler that maps
+// errors to statuses of its own.
+func WithHandleError(on bool) Option { return func(c *config) { c.handleError = on } }
+
 // Middleware is echo middleware deciding with an httplimit.Middleware.
 // Make it with New; it is safe for concurrent use.
 type Middleware struct {
-	mw     *httplimit.Middleware
-	denied DeniedFunc
-	onErr  ErrorFunc
+	mw          *httplimit.Middleware
+	denied      DeniedFunc
+	onErr       ErrorFunc
+	handleError bool
 }
 
 // New returns echo middleware deciding with mw. A nil mw or Option, or an
@@ -89,7 +116,7 @@ func New(mw *httplimit.Middleware, opts ...Option) (*Middleware, error) {
 	if mw == nil {
 		return nil, fmt.Errorf("echolimit: middleware must not be nil: %w", ratewarden.ErrInvalidConfig)
 	}
-	c := config{denied: Denied, onErr: Error}
+	c := config{denied: Denied, onErr: Error, handleError: true}
 	for i, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("echolimit: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
@@ -102,22 +129,99 @@ func New(mw *httplimit.Middleware, opts ...Option) (*Middleware, error) {
 	case c.onErr == nil:
 		return nil, fmt.Errorf("echolimit: WithErrorHandler: handler must not be nil: %w", ratewarden.ErrInvalidConfig)
 	}
-	return &Middleware{mw: mw, denied: c.denied, onErr: c.onErr}, nil
+	return &Middleware{mw: mw, denied: c.denied, onErr: c.onErr, handleError: c.handleError}, nil
 }
 
 // Handler returns the echo.MiddlewareFunc: it decides each request as
 // httplimit's Handler does, sets the same headers, and calls next for a
 // request that may proceed; otherwise it returns the denied or error
 // handler's answer.
+//
+// Under httplimit.WithCountIf and WithMaxInFlight the request holds its
+// reservation and permit while next runs; when next returns they are
+// ended with the status the request is answered with (see
+// WithHandleError), the reservation kept when the CountFunc counts that
+// status and given back otherwise, the permit released. A handler that
+// panics ends them with status 0, which counts, and the panic goes on
+// (to middleware.Recover, say). Checks made by Check beneath the Handler
+// are ended the same way, at the same time.
 func (m *Middleware) Handler() echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if ok, err := m.answer(c, m.mw.Decide(request(c))); !ok {
+			v := m.mw.Decide(request(c))
+			if ok, err := m.answer(c, v); !ok {
+				v.Done(0) // holds nothing: a no-op, as Done asks
 				return err
 			}
-			return next(c)
+			return m.next(c, next, &v)
 		}
 	}
+}
+
+// Settle returns echo middleware that ends the holds of the checks Check
+// of m makes in the handlers after it (under httplimit.WithCountIf and
+// WithMaxInFlight), as Handler does, without deciding anything itself:
+// for routes limited by Check alone, a login by user name, say.
+//
+//	e.POST("/login", login, el.Settle())
+func (m *Middleware) Settle() echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error { return m.next(c, next, nil) }
+	}
+}
+
+// scopeKey is the echo.Context key of the innermost scope: the verdicts
+// Check made beneath a Handler or Settle, ended when its next returns.
+const scopeKey = "github.com/ratewarden/ratewarden/adapters/echolimit.scope"
+
+type scope struct{ held []httplimit.Verdict }
+
+// next runs next in a scope of its own, then ends v (when not nil) and
+// the scope's verdicts with the final status; 0 when next panicked. The
+// deferred call does not recover: the panic goes on.
+func (m *Middleware) next(c echo.Context, next echo.HandlerFunc, v *httplimit.Verdict) (err error) {
+	outer := c.Get(scopeKey)
+	sc := &scope{}
+	c.Set(scopeKey, sc)
+	status := 0
+	defer func() {
+		c.Set(scopeKey, outer) // a later Check belongs to the outer scope, if any
+		for _, h := range sc.held {
+			h.Done(status)
+		}
+		if v != nil {
+			v.Done(status)
+		}
+	}()
+	err = next(c)
+	if err != nil && m.handleError && !c.Response().Committed {
+		c.Error(err)
+	}
+	status = Status(c, err)
+	return err
+}
+
+// Status is the status of the response to c once its handler returned
+// err: the status written when the response is committed; otherwise 200
+// for a nil err (net/http's answer when nothing was written), and for an
+// error the one echo's DefaultHTTPErrorHandler writes for it (the code of
+// an *echo.HTTPError, or of an *echo.HTTPError as its Internal; 500 for
+// any other error).
+func Status(c echo.Context, err error) int {
+	switch res := c.Response(); {
+	case res.Committed:
+		return res.Status
+	case err == nil:
+		return http.StatusOK
+	}
+	he, ok := err.(*echo.HTTPError) // as DefaultHTTPErrorHandler: not errors.As
+	if !ok {
+		return http.StatusInternalServerError
+	}
+	if in, ok := he.Internal.(*echo.HTTPError); ok {
+		he = in
+	}
+	return he.Code
 }
 
 // Check applies the rule the request matches to key, as
@@ -125,8 +229,36 @@ func (m *Middleware) Handler() echo.MiddlewareFunc {
 // reports whether the handler should go on; when not, the handler returns
 // err: the denied or error handler's answer (nil when the client went
 // away and nobody waits for one).
+//
+// Under httplimit.WithCountIf and WithMaxInFlight, what a check that
+// goes on holds is ended by the innermost Handler or Settle of this
+// package that runs the handler, once it returns, with its final status:
+// put one in front of routes that call Check. Without one the check is
+// ended when the request's context is done, with status 0: its
+// reservation counts whatever the answer, its permit is held until the
+// request has been served.
 func (m *Middleware) Check(c echo.Context, key string) (ok bool, err error) {
-	return m.answer(c, m.mw.DecideKey(request(c), key))
+	v := m.mw.DecideKey(request(c), key)
+	if ok, err = m.answer(c, v); !ok {
+		v.Done(0) // holds nothing
+		return false, err
+	}
+	if sc, _ := c.Get(scopeKey).(*scope); sc != nil {
+		sc.held = append(sc.held, v)
+		return true, nil
+	}
+	endWith(c.Request().Context(), v)
+	return true, nil
+}
+
+// endWith ends v with status 0 when ctx is done: at once when it never
+// is.
+func endWith(ctx context.Context, v httplimit.Verdict) {
+	if ctx.Done() == nil {
+		v.Done(0)
+		return
+	}
+	context.AfterFunc(ctx, func() { v.Done(0) })
 }
 
 func (m *Middleware) answer(c echo.Context, v httplimit.Verdict) (bool, error) {
