@@ -3,6 +3,7 @@ package fiberlimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/recover"
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/adapters/fiberlimit"
@@ -132,5 +134,206 @@ func TestNewErrors(t *testing.T) {
 		if _, err := fiberlimit.New(tc.mw, tc.opts...); !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v; want %q", err, tc.want)
 		}
+	}
+}
+
+// holdReplica is the fiber replica of the hold tests: fiber's recover,
+// then the adapter, then the route, which returns a *fiber.Error for
+// statuses from 400 up, for the app's error handler to write.
+func holdReplica(opts ...fiberlimit.Option) adaptertest.HoldReplica {
+	return func(t *testing.T, mw *httplimit.Middleware, handle func(string) int) string {
+		app := newApp()
+		app.Use(recover.New())
+		app.Use(mustFiber(t, mw, opts...).Handler())
+		app.Get("/r", func(c *fiber.Ctx) error {
+			if s := handle(string(c.Request().URI().QueryString())); s >= 400 {
+				return fiber.NewError(s)
+			} else {
+				return c.Status(s).SendString("ok")
+			}
+		})
+		return listen(t, app)
+	}
+}
+
+// WithCountIf(Failed) on three replicas: successful logins consume
+// nothing, 5 failures (returned *fiber.Error 401) block the 6th, answer
+// by answer as httplimit; with and without WithHandleError.
+func TestCountIfLogins(t *testing.T) {
+	t.Run("HandleError", func(t *testing.T) { adaptertest.CountIfLogins(t, "fiber", holdReplica()) })
+	t.Run("NoHandleError", func(t *testing.T) {
+		adaptertest.CountIfLogins(t, "fiber", holdReplica(fiberlimit.WithHandleError(false)))
+	})
+}
+
+// WithMaxInFlight on three replicas: exactly max in the handler, every
+// permit released when its request ends.
+func TestMaxInFlight(t *testing.T) { adaptertest.MaxInFlight(t, "fiber", holdReplica()) }
+
+// A panic counts, releases its permit, and reaches fiber's recover.
+func TestPanicCounts(t *testing.T) { adaptertest.PanicCounts(t, "fiber", holdReplica()) }
+
+var errBadPassword = errors.New("bad password")
+
+// loginApp is a login route limited by Check on the user name under
+// WithCountIf (count) and WithMaxInFlight(1), behind Settle when settle;
+// "good" is the password, a bad one returns errBadPassword, which the
+// app's own error handler answers 401.
+func loginApp(t *testing.T, count httplimit.CountFunc, settle bool, opts ...fiberlimit.Option) *fiber.App {
+	mw := adaptertest.Middleware(t, adaptertest.MemLimiter(t),
+		httplimit.WithRule(httplimit.Rule{Name: "login", Policies: []httplimit.Policy{{Limit: adaptertest.Logins}}}),
+		httplimit.WithCountIf(count), httplimit.WithMaxInFlight(1, 30*time.Second))
+	fl := mustFiber(t, mw, opts...)
+	app := fiber.New(fiber.Config{DisableStartupMessage: true, ErrorHandler: func(c *fiber.Ctx, err error) error {
+		if errors.Is(err, errBadPassword) {
+			return c.Status(http.StatusUnauthorized).SendString("no")
+		}
+		return fiber.DefaultErrorHandler(c, err)
+	}})
+	login := func(c *fiber.Ctx) error {
+		if ok, err := fl.Check(c, c.FormValue("user")); !ok {
+			return err
+		}
+		if c.FormValue("pass") != "good" {
+			return fmt.Errorf("login: %w", errBadPassword)
+		}
+		return c.SendString("welcome")
+	}
+	if settle {
+		app.Post("/login", fl.Settle(), login)
+	} else {
+		app.Post("/login", login)
+	}
+	return app
+}
+
+func login(t *testing.T, app *fiber.App, user, pass string) int {
+	t.Helper()
+	r, _ := http.NewRequest(http.MethodPost, "/login", strings.NewReader(url.Values{"user": {user}, "pass": {pass}}.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := app.Test(r, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// Check under Settle is settled by the outcome, the custom error
+// handler's 401 included: successes consume nothing, 5 failures of a user
+// block that user only, and each check's permit is released when the
+// request ends.
+func TestCheckSettled(t *testing.T) {
+	app := loginApp(t, httplimit.Failed, true)
+	for i := range 10 {
+		if code := login(t, app, "ann", "good"); code != http.StatusOK {
+			t.Fatalf("success %d: %d; want 200", i, code)
+		}
+	}
+	for i := range 5 {
+		if code := login(t, app, "ann", "bad"); code != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d; want 401", i, code)
+		}
+	}
+	for _, pass := range []string{"bad", "good"} {
+		if code := login(t, app, "ann", pass); code != http.StatusTooManyRequests {
+			t.Errorf("ann after 5 failures, password %q: %d; want 429", pass, code)
+		}
+	}
+	if code := login(t, app, "bob", "good"); code != http.StatusOK {
+		t.Errorf("bob: %d; want 200", code)
+	}
+}
+
+// A CountFunc that counts 401 only sees the custom error handler's 401
+// with WithHandleError (the default); without it the status is inferred
+// as fiber's default handler would write it, 500 for errBadPassword, and
+// the failures are not counted: the trade-off WithHandleError documents.
+func TestHandleErrorCustomHandler(t *testing.T) {
+	only401 := func(_ *http.Request, status int) bool { return status == http.StatusUnauthorized }
+	for _, tc := range []struct {
+		opts []fiberlimit.Option
+		want int // the 6th failure's status
+	}{
+		{nil, http.StatusTooManyRequests},
+		{[]fiberlimit.Option{fiberlimit.WithHandleError(false)}, http.StatusUnauthorized},
+	} {
+		app := loginApp(t, only401, true, tc.opts...)
+		for range 5 {
+			login(t, app, "ann", "bad")
+		}
+		if code := login(t, app, "ann", "bad"); code != tc.want {
+			t.Errorf("%d options: 6th failure %d; want %d", len(tc.opts), code, tc.want)
+		}
+	}
+}
+
+// Without Handler or Settle a check is ended at once (fiber's user
+// context never ends), with status 0: every request counts, successes
+// too.
+func TestCheckUnsettledCounts(t *testing.T) {
+	app := loginApp(t, httplimit.Failed, false)
+	for i := range 5 {
+		if code := login(t, app, "ann", "good"); code != http.StatusOK {
+			t.Fatalf("success %d: %d; want 200", i, code)
+		}
+	}
+	if code := login(t, app, "ann", "good"); code != http.StatusTooManyRequests {
+		t.Errorf("6th success without Settle: %d; want 429, each check counted", code)
+	}
+}
+
+// Status follows fiber's DefaultErrorHandler.
+func TestStatus(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{fiber.NewError(http.StatusUnauthorized), http.StatusUnauthorized},
+		{fmt.Errorf("wrapped: %w", fiber.ErrNotFound), http.StatusNotFound},
+		{errBadPassword, http.StatusInternalServerError},
+	} {
+		if got := fiberlimit.Status(tc.err); got != tc.want {
+			t.Errorf("Status(%v) = %d; want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+// A permit is extended while the handler runs, although fiber's user
+// context never ends: the adapter gives the request's view a context that
+// ends with the handler. A request blocked for 2.5 ttls still holds its
+// permit, so a second one is denied; once it ends, the next gets in.
+func TestPermitExtendedWhileServed(t *testing.T) {
+	const ttl = 2 * time.Second
+	mw := adaptertest.Middleware(t, adaptertest.MemLimiter(t), httplimit.WithLimits(adaptertest.PerHour), httplimit.WithMaxInFlight(1, ttl))
+	app := newApp()
+	app.Use(mustFiber(t, mw).Handler())
+	entered, release := make(chan struct{}), make(chan struct{})
+	app.Get("/slow", func(c *fiber.Ctx) error { close(entered); <-release; return c.SendString("slow") })
+	app.Get("/fast", func(c *fiber.Ctx) error { return c.SendString("fast") })
+	u := listen(t, app)
+	c := adaptertest.Client(t)
+	slow := make(chan adaptertest.Reply, 1)
+	go func() {
+		resp, err := c.Get(u + "/slow")
+		if err != nil {
+			slow <- adaptertest.Reply{Body: err.Error()}
+			return
+		}
+		_ = resp.Body.Close()
+		slow <- adaptertest.Reply{Status: resp.StatusCode}
+	}()
+	<-entered
+	time.Sleep(ttl * 5 / 2)
+	got := adaptertest.Fetch(t, c, u+"/fast")
+	close(release)
+	if r := <-slow; r.Status != http.StatusOK {
+		t.Fatalf("the slow request: %d %s", r.Status, r.Body)
+	}
+	if got.Status != http.StatusTooManyRequests {
+		t.Errorf("a request %v after the slow one entered (ttl %v) answered %d; want 429: the slow one's permit must be extended", ttl*5/2, ttl, got.Status)
+	}
+	if r := adaptertest.Fetch(t, c, u+"/fast"); r.Status != http.StatusOK {
+		t.Errorf("after the slow request ended: %d; want 200", r.Status)
 	}
 }
