@@ -50,13 +50,15 @@ const (
 //
 // 64 callers on 4 connections; each mode runs with a descriptor per
 // caller ("keys") and with every caller on one hot descriptor ("hot").
-// The repetitions interleave the services. PEERDIFF_LOAD_REPS (default 3)
+// The repetitions interleave the services, each starting with the next
+// one. PEERDIFF_LOAD_REPS (default 3)
 // sets the repetitions, PEERDIFF_LOAD_N (default 1000) the requests per
 // caller, PEERDIFF_LOAD_MODES (default "redis-keys,redis-hot,memory-keys,
-// memory-hot") which modes run. ratewarden runs with --rls-headers none,
-// as envoyproxy/ratelimit answers by default. It asserts nothing about
-// speed, only that every request was answered: the numbers are for
-// docs/performance.md.
+// memory-hot") which modes run, and PEERDIFF_LOAD_BASELINE, the path of
+// another ratewarden binary (an earlier commit's, say), adds it to every
+// mode. ratewarden runs with --rls-headers none, as envoyproxy/ratelimit
+// answers by default. It asserts nothing about speed, only that every
+// request was answered: the numbers are for docs/performance.md.
 func TestLoadRatio(t *testing.T) {
 	if os.Getenv("PEERDIFF_LOAD") == "" {
 		t.Skip("set PEERDIFF_LOAD=1 to measure")
@@ -85,6 +87,19 @@ func TestLoadRatio(t *testing.T) {
 	need := func(backend string) bool {
 		return slices.ContainsFunc(modes, func(m string) bool { return strings.HasPrefix(m, backend+"-") })
 	}
+	baseline := os.Getenv("PEERDIFF_LOAD_BASELINE")
+	// serve runs ratewarden (bin) on cfgDir, on redisURL ("": in memory).
+	serve := func(bin, redisURL string) (*exec.Cmd, string) {
+		addr := freeAddr(t)
+		args := []string{"serve", "--config", cfgDir, "--http-addr", freeAddr(t), "--grpc-addr", addr, "--log-level", "warn", "--rls-headers", "none"}
+		if redisURL != "" {
+			args = append(args, "--redis", redisURL)
+		}
+		cmd := exec.Command(bin, args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		return cmd, addr
+	}
+	// Each mode's services: ratewarden first, then what it is compared with.
 	var redisSvcs, memSvcs []*loadService
 	if need("redis") {
 		peerRedis, ourRedis, bareRedis := testredis.Start(t), testredis.Start(t), testredis.Start(t)
@@ -94,41 +109,49 @@ func TestLoadRatio(t *testing.T) {
 			"REDIS_URL=" + peerRedis.Addr, "RUNTIME_ROOT=" + rt, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_APPDIRECTORY=config",
 			"RUNTIME_WATCH_ROOT=false", "HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
 			"GRPC_PORT=" + port(pg), "PORT=" + port(ph), "DEBUG_PORT=" + port(pd)}
-		og := freeAddr(t)
-		oc := exec.Command(ourBin, "serve", "--config", cfgDir, "--redis", "redis://"+ourRedis.Addr,
-			"--http-addr", freeAddr(t), "--grpc-addr", og, "--log-level", "warn", "--rls-headers", "none")
-		oc.Env = []string{"PATH=" + os.Getenv("PATH")}
+		oc, og := serve(ourBin, "redis://"+ourRedis.Addr)
 		bg := freeAddr(t)
 		bc := exec.Command(bareBin, "-addr", bg, "-redis", "redis://"+bareRedis.Addr)
 		redisSvcs = []*loadService{
-			startLoad(t, "envoyproxy/ratelimit", pc, pg, peerRedis),
 			startLoad(t, "ratewarden", oc, og, ourRedis),
+			startLoad(t, "envoyproxy/ratelimit", pc, pg, peerRedis),
 			startLoad(t, "library (bare)", bc, bg, bareRedis),
+		}
+		if baseline != "" {
+			baseRedis := testredis.Start(t)
+			c, a := serve(baseline, "redis://"+baseRedis.Addr)
+			redisSvcs = append(redisSvcs, startLoad(t, "ratewarden (baseline)", c, a, baseRedis))
 		}
 	}
 	if need("memory") {
-		og := freeAddr(t)
-		oc := exec.Command(ourBin, "serve", "--config", cfgDir,
-			"--http-addr", freeAddr(t), "--grpc-addr", og, "--log-level", "error", "--rls-headers", "none")
-		oc.Env = []string{"PATH=" + os.Getenv("PATH")}
+		oc, og := serve(ourBin, "")
 		bg := freeAddr(t)
 		memSvcs = []*loadService{
 			startLoad(t, "ratewarden", oc, og, nil),
 			startLoad(t, "library (bare)", exec.Command(bareBin, "-addr", bg), bg, nil),
 		}
+		if baseline != "" {
+			c, a := serve(baseline, "")
+			memSvcs = append(memSvcs, startLoad(t, "ratewarden (baseline)", c, a, nil))
+		}
+	}
+	svcsOf := func(mode string) []*loadService {
+		if strings.HasPrefix(mode, "memory-") {
+			return memSvcs
+		}
+		return redisSvcs
 	}
 	results := map[string][][]loadResult{} // mode -> service -> repetitions
 	for rep := range reps {
 		for _, mode := range modes {
-			svcs := redisSvcs
-			if strings.HasPrefix(mode, "memory-") {
-				svcs = memSvcs
-			}
+			svcs := svcsOf(mode)
 			if results[mode] == nil {
 				results[mode] = make([][]loadResult, len(svcs))
 			}
 			hot := strings.HasSuffix(mode, "-hot")
-			for i, s := range svcs {
+			for k := range svcs {
+				i := (k + rep) % len(svcs) // each repetition starts with another service
+				s := svcs[i]
 				r := s.measure(t, perCaller, hot, fmt.Sprintf("%s-%d", mode, rep))
 				t.Logf("%s, rep %d: %s: %s", mode, rep+1, s.name, r)
 				results[mode][i] = append(results[mode][i], r)
@@ -136,24 +159,16 @@ func TestLoadRatio(t *testing.T) {
 		}
 	}
 	for _, mode := range modes {
-		svcs := redisSvcs
-		if strings.HasPrefix(mode, "memory-") {
-			svcs = memSvcs
-		}
-		var meds []loadResult
+		svcs := svcsOf(mode)
+		meds := make([]loadResult, len(svcs))
 		for i, s := range svcs {
-			m := median(results[mode][i])
-			meds = append(meds, m)
-			t.Logf("%s, median of %d: %s: %s", mode, reps, s.name, m)
+			meds[i] = median(results[mode][i])
+			t.Logf("%s, median of %d: %s: %s", mode, reps, s.name, meds[i])
 		}
-		// The first service is the one ratewarden is compared with: the
-		// peer with Redis, ratewarden itself (against the bare library) in
-		// memory.
-		if strings.HasPrefix(mode, "redis-") {
-			t.Logf("%s: ratewarden / envoyproxy/ratelimit: %.2fx req/s, p99 %.2fx; ratewarden / library: %.2fx req/s",
-				mode, meds[1].rate/meds[0].rate, meds[1].p99.Seconds()/meds[0].p99.Seconds(), meds[1].rate/meds[2].rate)
-		} else {
-			t.Logf("%s: ratewarden / library: %.2fx req/s, p99 %.2fx", mode, meds[0].rate/meds[1].rate, meds[0].p99.Seconds()/meds[1].p99.Seconds())
+		for i, s := range svcs[1:] {
+			o := meds[i+1]
+			t.Logf("%s: ratewarden / %s: %.2fx req/s, p99 %.2fx, service CPU per request %.2fx, all CPU per request %.2fx",
+				mode, s.name, meds[0].rate/o.rate, meds[0].p99.Seconds()/o.p99.Seconds(), meds[0].cpu.Seconds()/o.cpu.Seconds(), meds[0].total().Seconds()/o.total().Seconds())
 		}
 	}
 }
@@ -204,6 +219,10 @@ type loadResult struct {
 	cpu, redisCPU time.Duration // per request: the service's process, its redis-server
 	clientCPU     time.Duration // per request: this process, the callers
 }
+
+// total is the CPU time of a request on every process: the service's, its
+// redis-server's and the caller's.
+func (r loadResult) total() time.Duration { return r.cpu + r.redisCPU + r.clientCPU }
 
 func (r loadResult) String() string {
 	s := fmt.Sprintf("%.0f req/s, p50 %v, p99 %v, CPU per request: service %v, client %v",
