@@ -35,6 +35,16 @@
 // admitted call, in the trailer of a denied one. A call that could not be
 // decided fails with InvalidArgument (no key, a bad cost) or Unavailable.
 //
+// Under httplimit.WithCountIf and WithMaxInFlight a call holds its
+// reservation and permit while its handler runs (a stream's until its
+// handler returns), and Unary and Stream end them with the HTTP status of
+// the call's code (HTTPStatus: OK 200, InvalidArgument 400,
+// Unauthenticated 401, PermissionDenied 403, ResourceExhausted 429, ...),
+// so that httplimit.Failed counts every code but OK; a CountFunc finds
+// the code itself with Code. A handler that panics counts (a recovery
+// interceptor, if used, goes before the limiter's). Limit cannot see the
+// call end: see its doc.
+//
 // The module is separate from ratewarden's, so that the library's users
 // never inherit gRPC.
 package grpclimit
@@ -125,8 +135,16 @@ func errorError(_ context.Context, err error) error { return ErrorStatus(err).Er
 
 // Unary returns the unary server interceptor: it decides each call before
 // the handler runs, and runs it only when the call may proceed.
+//
+// Under httplimit.WithCountIf and WithMaxInFlight the call holds its
+// reservation and permit while the handler runs; when it returns they
+// are ended with the HTTP status of the call's code (see HTTPStatus; Code
+// gives a CountFunc the code itself): the reservation is kept when the
+// CountFunc counts it and given back otherwise, the permit released. A
+// handler that panics ends them with status 0, which counts, and the
+// panic goes on (to a recovery interceptor, say).
 func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 		set := func(md metadata.MD, trailer bool) {
 			if trailer {
 				_ = grpc.SetTrailer(ctx, md)
@@ -134,17 +152,23 @@ func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 				_ = grpc.SetHeader(ctx, md)
 			}
 		}
-		if err := i.decide(ctx, info.FullMethod, set); err != nil {
+		v, cell, err := i.decide(ctx, info.FullMethod, set)
+		if err != nil {
 			return nil, err
 		}
-		return handler(ctx, req)
+		returned := false
+		defer func() { finish(v, cell, returned, err) }()
+		resp, err = handler(ctx, req)
+		returned = true
+		return resp, err
 	}
 }
 
 // Stream returns the stream server interceptor: it decides each stream
-// once, when it opens (one unit, whatever the number of messages).
+// once, when it opens (one unit, whatever the number of messages), and
+// ends what the stream holds when its handler returns, as Unary does.
 func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 		set := func(md metadata.MD, trailer bool) {
 			if trailer {
 				ss.SetTrailer(md)
@@ -152,11 +176,29 @@ func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 				_ = ss.SetHeader(md)
 			}
 		}
-		if err := i.decide(ss.Context(), info.FullMethod, set); err != nil {
+		v, cell, err := i.decide(ss.Context(), info.FullMethod, set)
+		if err != nil {
 			return err
 		}
-		return handler(srv, ss)
+		returned := false
+		defer func() { finish(v, cell, returned, err) }()
+		err = handler(srv, ss)
+		returned = true
+		return err
 	}
+}
+
+// finish ends v once its handler returned err, or panicked (returned
+// false: status 0, which counts; it does not recover, so the panic goes
+// on).
+func finish(v httplimit.Verdict, cell *callCode, returned bool, err error) {
+	if !returned {
+		v.Done(0)
+		return
+	}
+	c := CodeOf(err)
+	cell.code, cell.set = c, true
+	v.Done(HTTPStatus(c))
 }
 
 // Limit decides the call of the server context ctx (its method from
@@ -165,26 +207,127 @@ func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 // non-nil error with ResourceExhausted and this error's text in the
 // message (its details, RetryInfo among them, are dropped there: Unary and
 // Stream keep them). The metadata is set as Unary sets it.
+//
+// Limit does not see the call end: under httplimit.WithCountIf and
+// WithMaxInFlight, what an admitted call holds is ended with status 0
+// when ctx is done, which the gRPC server does once the call has
+// finished: its reservation always counts, and its permit is held until
+// then. Use Unary and Stream to settle by the call's code.
 func (i *Interceptor) Limit(ctx context.Context) error {
 	method, _ := grpc.Method(ctx)
-	return i.decide(ctx, method, func(md metadata.MD, trailer bool) {
+	v, _, err := i.decide(ctx, method, func(md metadata.MD, trailer bool) {
 		if trailer {
 			_ = grpc.SetTrailer(ctx, md)
 		} else {
 			_ = grpc.SetHeader(ctx, md)
 		}
 	})
+	if err != nil {
+		return err
+	}
+	if ctx.Done() == nil {
+		v.Done(0)
+	} else {
+		context.AfterFunc(ctx, func() { v.Done(0) })
+	}
+	return nil
 }
 
-// decide decides the call and returns nil when it may proceed; set sends
-// the rate limit metadata (in the trailer when the call is denied).
-func (i *Interceptor) decide(ctx context.Context, method string, set func(md metadata.MD, trailer bool)) error {
-	v := i.mw.Decide(Request(ctx, method))
+// callCode is where Unary and Stream leave the code a call ended with,
+// for Code: the request httplimit decides on carries it in its context.
+// It is written before Verdict.Done, which calls the CountFunc, on the
+// same goroutine.
+type callCode struct {
+	code codes.Code
+	set  bool
+}
+
+type callCodeKey struct{}
+
+// Code reports the gRPC code of the call r is the view of, once its
+// handler has returned, for a CountFunc of httplimit.WithCountIf on an
+// Interceptor's middleware: ok is false before, after a panic (status
+// 0), and for a request that is no view of a call or whose call Limit
+// decided. With it a CountFunc can tell apart codes that HTTPStatus maps
+// to one status, e.g. counting Unauthenticated and PermissionDenied
+// only:
+//
+//	count := func(r *http.Request, status int) bool {
+//		c, ok := grpclimit.Code(r)
+//		return !ok || c == codes.Unauthenticated || c == codes.PermissionDenied
+//	}
+func Code(r *http.Request) (c codes.Code, ok bool) {
+	cell, _ := r.Context().Value(callCodeKey{}).(*callCode)
+	if cell == nil || !cell.set {
+		return codes.Unknown, false
+	}
+	return cell.code, true
+}
+
+// CodeOf is the code a handler's error ends its call with, as the gRPC
+// server sends it: OK for nil, the code of a status error, Canceled or
+// DeadlineExceeded for the context's errors, Unknown for any other.
+func CodeOf(err error) codes.Code {
+	if err == nil {
+		return codes.OK
+	}
+	if st, ok := status.FromError(err); ok {
+		return st.Code()
+	}
+	return status.FromContextError(err).Code()
+}
+
+// HTTPStatus is the HTTP status Unary and Stream settle a call's code
+// with under httplimit.WithCountIf, the status its CountFunc is given:
+// the mapping google.rpc.Code documents (and gRPC-HTTP gateways use), so
+// that httplimit.Failed counts every code but OK:
+//
+//	OK 200, Canceled 499, Unknown 500, InvalidArgument 400,
+//	DeadlineExceeded 504, NotFound 404, AlreadyExists 409,
+//	PermissionDenied 403, ResourceExhausted 429, FailedPrecondition 400,
+//	Aborted 409, OutOfRange 400, Unimplemented 501, Internal 500,
+//	Unavailable 503, DataLoss 500, Unauthenticated 401;
+//
+// any other code 500.
+func HTTPStatus(c codes.Code) int {
+	if int(c) < len(httpStatus) {
+		return httpStatus[c]
+	}
+	return http.StatusInternalServerError
+}
+
+var httpStatus = [...]int{
+	codes.OK:                 http.StatusOK,
+	codes.Canceled:           499, // nginx's Client Closed Request, as gateways use it
+	codes.Unknown:            http.StatusInternalServerError,
+	codes.InvalidArgument:    http.StatusBadRequest,
+	codes.DeadlineExceeded:   http.StatusGatewayTimeout,
+	codes.NotFound:           http.StatusNotFound,
+	codes.AlreadyExists:      http.StatusConflict,
+	codes.PermissionDenied:   http.StatusForbidden,
+	codes.ResourceExhausted:  http.StatusTooManyRequests,
+	codes.FailedPrecondition: http.StatusBadRequest,
+	codes.Aborted:            http.StatusConflict,
+	codes.OutOfRange:         http.StatusBadRequest,
+	codes.Unimplemented:      http.StatusNotImplemented,
+	codes.Internal:           http.StatusInternalServerError,
+	codes.Unavailable:        http.StatusServiceUnavailable,
+	codes.DataLoss:           http.StatusInternalServerError,
+	codes.Unauthenticated:    http.StatusUnauthorized,
+}
+
+// decide decides the call; the error is nil when it may proceed, and
+// then the verdict holds what the call holds, and the cell is where its
+// code goes. set sends the rate limit metadata (in the trailer when the
+// call is denied).
+func (i *Interceptor) decide(ctx context.Context, method string, set func(md metadata.MD, trailer bool)) (httplimit.Verdict, *callCode, error) {
+	cell := &callCode{}
+	v := i.mw.Decide(Request(context.WithValue(ctx, callCodeKey{}, cell), method))
 	switch {
 	case v.Canceled:
-		return status.FromContextError(ctx.Err()).Err()
+		return v, nil, status.FromContextError(ctx.Err()).Err()
 	case v.Err != nil && !v.Proceed:
-		return i.onErr(ctx, v.Err)
+		return v, nil, i.onErr(ctx, v.Err)
 	}
 	if i.headers {
 		if fields := v.AppendFields(nil); len(fields) > 0 {
@@ -196,9 +339,9 @@ func (i *Interceptor) decide(ctx context.Context, method string, set func(md met
 		}
 	}
 	if v.Proceed {
-		return nil
+		return v, cell, nil
 	}
-	return i.denied(ctx, v.Info)
+	return v, nil, i.denied(ctx, v.Info)
 }
 
 // Request returns the view of the call on ctx to method that httplimit
