@@ -212,3 +212,64 @@ func ExampleError() {
 	fmt.Println(w.Code, w.Header().Get("Content-Type"))
 	// Output: 400 application/problem+json
 }
+
+// Login protection: only failed logins count (httplimit.WithCountIf with
+// Failed), keyed by the user name the handler reads, so Check does the
+// limiting and Settle settles each check by the status echo answers
+// with, a returned *echo.HTTPError's included.
+func ExampleMiddleware_Settle() {
+	mw, err := httplimit.New(exampleLimiter(),
+		httplimit.WithRule(httplimit.Rule{Name: "login-user", Policies: []httplimit.Policy{{Name: "failures", Limit: ratewarden.PerHour(3)}}}),
+		httplimit.WithCountIf(httplimit.Failed))
+	if err != nil {
+		log.Fatal(err)
+	}
+	el, err := echolimit.New(mw)
+	if err != nil {
+		log.Fatal(err)
+	}
+	e := echo.New()
+	e.GET("/login", func(c echo.Context) error {
+		if ok, err := el.Check(c, "user:"+c.QueryParam("user")); !ok {
+			return err
+		}
+		if c.QueryParam("password") != "secret" {
+			return echo.ErrUnauthorized
+		}
+		return c.String(http.StatusOK, "welcome")
+	}, el.Settle())
+	var codes []int
+	for _, pw := range []string{"secret", "secret", "secret", "guess", "guess", "guess", "guess", "secret"} {
+		codes = append(codes, get(e, "/login?user=ann&password="+pw).Code)
+	}
+	fmt.Println(codes)
+	// Output: [200 200 200 401 401 401 429 429]
+}
+
+// With a custom error handler that answers errors of its own with
+// statuses of its own, WithHandleError (on by default) lets Handler count
+// the status it writes; Status is what would be inferred without it.
+func ExampleWithHandleError() {
+	errBadPassword := errors.New("bad password")
+	e := echo.New()
+	e.HTTPErrorHandler = func(err error, c echo.Context) {
+		if errors.Is(err, errBadPassword) && !c.Response().Committed {
+			_ = c.NoContent(http.StatusUnauthorized)
+			return
+		}
+		e.DefaultHTTPErrorHandler(err, c)
+	}
+	c := e.NewContext(httptest.NewRequest(http.MethodGet, "/login", nil), httptest.NewRecorder())
+	fmt.Println("inferred:", echolimit.Status(c, errBadPassword))
+	c.Error(errBadPassword) // what Handler does under WithHandleError(true)
+	fmt.Println("written:", echolimit.Status(c, errBadPassword))
+	// Output:
+	// inferred: 500
+	// written: 401
+}
+
+func ExampleStatus() {
+	c := echo.New().NewContext(httptest.NewRequest(http.MethodGet, "/", nil), httptest.NewRecorder())
+	fmt.Println(echolimit.Status(c, nil), echolimit.Status(c, echo.ErrForbidden), echolimit.Status(c, errors.New("boom")))
+	// Output: 200 403 500
+}

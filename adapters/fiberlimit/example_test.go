@@ -1,6 +1,7 @@
 package fiberlimit_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -194,4 +195,70 @@ func ExampleError() {
 	resp, _ := send(app, "/")
 	fmt.Println(resp.StatusCode, resp.Header.Get("Content-Type"))
 	// Output: 400 application/problem+json
+}
+
+// Login protection: only failed logins count (httplimit.WithCountIf with
+// Failed), keyed by the user name the handler reads, so Check does the
+// limiting and Settle settles each check by the status fiber answers
+// with, a returned *fiber.Error's included.
+func ExampleMiddleware_Settle() {
+	mw, err := httplimit.New(exampleLimiter(),
+		httplimit.WithRule(httplimit.Rule{Name: "login-user", Policies: []httplimit.Policy{{Name: "failures", Limit: ratewarden.PerHour(3)}}}),
+		httplimit.WithCountIf(httplimit.Failed))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fl, err := fiberlimit.New(mw)
+	if err != nil {
+		log.Fatal(err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/login", fl.Settle(), func(c *fiber.Ctx) error {
+		if ok, err := fl.Check(c, "user:"+c.Query("user")); !ok {
+			return err
+		}
+		if c.Query("password") != "secret" {
+			return fiber.ErrUnauthorized
+		}
+		return c.SendString("welcome")
+	})
+	var codes []int
+	for _, pw := range []string{"secret", "secret", "secret", "guess", "guess", "guess", "guess", "secret"} {
+		resp, _ := send(app, "/login?user=ann&password="+pw)
+		codes = append(codes, resp.StatusCode)
+	}
+	fmt.Println(codes)
+	// Output: [200 200 200 401 401 401 429 429]
+}
+
+// Handler answers a handler's error with the app's error handler, so
+// that the status counted is the one sent: here a custom 401 for an error
+// of the app's own, which Status (the inference without WithHandleError)
+// would take for a 500.
+func ExampleWithHandleError() {
+	errBadPassword := errors.New("bad password")
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerHour(100)), httplimit.WithCountIf(httplimit.Failed))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fl, err := fiberlimit.New(mw, fiberlimit.WithHandleError(true)) // the default
+	if err != nil {
+		log.Fatal(err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true, ErrorHandler: func(c *fiber.Ctx, err error) error {
+		if errors.Is(err, errBadPassword) {
+			return c.SendStatus(http.StatusUnauthorized)
+		}
+		return fiber.DefaultErrorHandler(c, err)
+	}})
+	app.Use(fl.Handler())
+	app.Get("/login", func(c *fiber.Ctx) error { return errBadPassword })
+	resp, _ := send(app, "/login")
+	fmt.Println(resp.StatusCode, fiberlimit.Status(errBadPassword))
+	// Output: 401 500
+}
+
+func ExampleStatus() {
+	fmt.Println(fiberlimit.Status(fiber.ErrForbidden), fiberlimit.Status(fmt.Errorf("wrapped: %w", fiber.ErrNotFound)), fiberlimit.Status(errors.New("boom")))
+	// Output: 403 404 500
 }

@@ -189,3 +189,37 @@ func ExampleError() {
 	fmt.Println(w.Code, strings.Contains(w.Body.String(), "does not identify a client"))
 	// Output: 400 true
 }
+
+// Login protection: only failed logins count (httplimit.WithCountIf with
+// Failed), keyed by the user name the handler reads, so Check does the
+// limiting and Settle settles each check by the response's status.
+func ExampleSettle() {
+	gin.SetMode(gin.ReleaseMode)
+	mw, err := httplimit.New(exampleLimiter(),
+		httplimit.WithRule(httplimit.Rule{Name: "login-user", Policies: []httplimit.Policy{{Name: "failures", Limit: ratewarden.PerHour(3)}}}),
+		httplimit.WithCountIf(httplimit.Failed))
+	if err != nil {
+		log.Fatal(err)
+	}
+	gl, err := ginlimit.New(mw)
+	if err != nil {
+		log.Fatal(err)
+	}
+	router := gin.New()
+	router.GET("/login", ginlimit.Settle(), func(c *gin.Context) {
+		if !gl.Check(c, "user:"+c.Query("user")) {
+			return // answered and aborted
+		}
+		if c.Query("password") != "secret" {
+			c.AbortWithStatus(http.StatusUnauthorized)
+			return
+		}
+		c.String(http.StatusOK, "welcome")
+	})
+	var codes []int
+	for _, pw := range []string{"secret", "secret", "secret", "guess", "guess", "guess", "guess", "secret"} {
+		codes = append(codes, get(router, "/login?user=ann&password="+pw).Code)
+	}
+	fmt.Println(codes)
+	// Output: [200 200 200 401 401 401 429 429]
+}

@@ -247,3 +247,48 @@ func ExampleWithMetadata() {
 	fmt.Println(err, header.Get("ratelimit"))
 	// Output: <nil> []
 }
+
+// Only calls that end NotFound count (say, probing for resources):
+// httplimit.WithCountIf with a CountFunc reading the call's gRPC code.
+// The health service answers NotFound for a service it does not know.
+func ExampleCode() {
+	notFound := func(r *http.Request, _ int) bool {
+		c, ok := grpclimit.Code(r)
+		return !ok || c == codes.NotFound // !ok: the handler panicked
+	}
+	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerHour(2)), httplimit.WithCountIf(notFound))
+	if err != nil {
+		log.Fatal(err)
+	}
+	rl, err := grpclimit.New(mw)
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, stop := exampleServer(grpc.ChainUnaryInterceptor(rl.Unary()))
+	defer stop()
+	for _, service := range []string{"", "", "", "nope", "nope", "nope", ""} {
+		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{Service: service})
+		fmt.Print(status.Code(err), " ")
+	}
+	fmt.Println()
+	// Output: OK OK OK NotFound NotFound ResourceExhausted ResourceExhausted
+}
+
+func ExampleHTTPStatus() {
+	for _, c := range []codes.Code{codes.OK, codes.InvalidArgument, codes.Unauthenticated, codes.PermissionDenied, codes.ResourceExhausted, codes.Internal} {
+		fmt.Println(c, grpclimit.HTTPStatus(c))
+	}
+	// Output:
+	// OK 200
+	// InvalidArgument 400
+	// Unauthenticated 401
+	// PermissionDenied 403
+	// ResourceExhausted 429
+	// Internal 500
+}
+
+func ExampleCodeOf() {
+	fmt.Println(grpclimit.CodeOf(nil), grpclimit.CodeOf(status.Error(codes.Unauthenticated, "who?")),
+		grpclimit.CodeOf(context.DeadlineExceeded), grpclimit.CodeOf(fmt.Errorf("boom")))
+	// Output: OK Unauthenticated DeadlineExceeded Unknown
+}
