@@ -327,8 +327,10 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // A CountFunc reports whether a request whose handler answered with
-// status counts against the limits (WithCountIf). It must be safe for
-// concurrent use.
+// status counts against the limits (WithCountIf). r is the request the
+// decision was made on: the one Handler received, or the one given to
+// Decide or DecideKey (adapters carry their framework's details in its
+// context). It must be safe for concurrent use.
 type CountFunc func(r *http.Request, status int) bool
 
 // Failed is a CountFunc that counts the responses with a status of 400
