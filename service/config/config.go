@@ -21,6 +21,9 @@
 //	    period: 1s
 //	    burst: 20
 //	    shadow_mode: true
+//	  jobs:                          # a concurrency limit (POST /v1/acquire)
+//	    max_in_flight: 10
+//	    ttl: 30s
 //
 // Envoy domains accept, inside rate_limit, the additive extensions algorithm
 // (default fixed_window, as envoyproxy/ratelimit counts), burst and
@@ -35,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ratewarden/ratewarden"
 )
@@ -83,16 +87,39 @@ type Config struct {
 	Warnings []Problem
 }
 
-// Policy is a named limit for the HTTP API.
+// Policy is a named limit for the HTTP API: a rate limit (POST /v1/check,
+// /v1/reserve), or a concurrency limit (POST /v1/acquire) when
+// Concurrency is set.
 type Policy struct {
-	Name    string
-	Limit   ratewarden.Limit
-	Failure FailurePolicy // empty: inherit
+	Name string
+	// Limit is a rate policy's limit; zero for a concurrency policy.
+	Limit ratewarden.Limit
+	// Concurrency is a concurrency policy's limit; nil for a rate policy.
+	Concurrency *Concurrency
+	Failure     FailurePolicy // empty: inherit
 	// Shadow reports over-limit decisions (in the body and metrics) but
-	// lets the request pass.
+	// lets the request pass. Rate policies only.
 	Shadow bool
 	// Source is "file:line" of the definition.
 	Source string
+}
+
+// Concurrency is a concurrency policy's limit (max_in_flight and ttl in
+// the config): at most MaxInFlight permits of one key held at once, on
+// every replica together, each expiring TTL after it was acquired or last
+// extended, so that a caller that dies holding one frees it after TTL.
+type Concurrency struct {
+	// MaxInFlight is 1 to ratewarden.MaxPermits.
+	MaxInFlight int64
+	// TTL is ratewarden.MinPeriod to ratewarden.MaxPeriod, whole
+	// milliseconds; it also bounds what a caller may extend a permit by.
+	TTL time.Duration
+}
+
+// String is the concurrency limit as the config dump shows it, e.g.
+// "max_in_flight 10, ttl 30s".
+func (c *Concurrency) String() string {
+	return fmt.Sprintf("max_in_flight %d, ttl %v", c.MaxInFlight, c.TTL)
 }
 
 // Domain is one Envoy rate limit domain: a tree of descriptors.

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -411,28 +412,39 @@ func (p *parser) native(n *yaml.Node) {
 	}
 }
 
-// policyFields holds what a policy mapping gave, before it becomes a Limit.
+// policyFields holds what a policy mapping gave, before it becomes a Limit
+// (or a Concurrency).
 type policyFields struct {
 	limStr      *field
 	alg         ratewarden.Algorithm
 	algSet      bool
 	rate, burst int64
 	period      string
+	maxInFlight int64
+	ttl         *field
+	shadow      *field
 }
+
+// concurrent reports whether the mapping gave a concurrency limit's
+// fields.
+func (pf *policyFields) concurrent() bool { return pf.maxInFlight != limitUnset || pf.ttl != nil }
 
 // policyMapping reads a policy given as a mapping (limit, or algorithm,
 // rate, period and burst, plus failure_policy and shadow_mode) into pol.
 func (p *parser) policyMapping(f field, what string, pol *Policy) bool {
-	fields, isMap := p.mapping(f.val, what, "limit", "algorithm", "rate", "period", "burst", "failure_policy", "shadow_mode")
+	fields, isMap := p.mapping(f.val, what, "limit", "algorithm", "rate", "period", "burst", "max_in_flight", "ttl", "failure_policy", "shadow_mode")
 	if !isMap {
 		return false
 	}
-	pf := policyFields{rate: limitUnset, burst: limitUnset}
+	pf := policyFields{rate: limitUnset, burst: limitUnset, maxInFlight: limitUnset}
 	ok := true
 	for _, fld := range fields {
 		ok = p.policyField(fld, what, pol, &pf) && ok
 	}
 	given := pf.algSet || pf.rate != limitUnset || pf.burst != limitUnset || pf.period != ""
+	if pf.concurrent() {
+		return p.concurrency(f, what, pol, &pf, given) && ok
+	}
 	switch {
 	case pf.limStr != nil && given:
 		p.errf(pf.limStr.key, "%s: give either limit or algorithm/rate/period/burst, not both", what)
@@ -494,10 +506,61 @@ func (p *parser) policyField(pf field, what string, pol *Policy, out *policyFiel
 		return good
 	case "shadow_mode":
 		b, good := p.boolean(pf.val, w)
-		pol.Shadow = b
+		pol.Shadow, out.shadow = b, &pf
 		return good
+	case "max_in_flight":
+		v, good := p.integer(pf.val, w, 1, ratewarden.MaxPermits)
+		out.maxInFlight = v
+		if !good {
+			out.maxInFlight = 0 // given, though wrong: still a concurrency policy
+		}
+		return good
+	case "ttl":
+		out.ttl = &pf
 	}
 	return true
+}
+
+// concurrency builds the Concurrency of a policy that gave max_in_flight
+// or ttl; given reports that it gave a rate limit's fields too.
+func (p *parser) concurrency(f field, what string, pol *Policy, pf *policyFields, given bool) bool {
+	switch {
+	case pf.limStr != nil || given:
+		p.errf(f.key, "%s: give either max_in_flight and ttl (a concurrency limit) or a rate limit (limit, or algorithm/rate/period/burst), not both", what)
+		return false
+	case pf.shadow != nil && pol.Shadow:
+		p.errf(pf.shadow.key, "%s: shadow_mode applies only to rate limits, not to a concurrency limit (max_in_flight)", what)
+		return false
+	case pf.maxInFlight == limitUnset:
+		p.errf(f.key, "%s: max_in_flight is required with ttl (the most permits of a key held at once)", what)
+		return false
+	case pf.ttl == nil:
+		p.errf(f.key, "%s: ttl is required with max_in_flight (how long a permit is held unless released or extended, e.g. 30s)", what)
+		return false
+	case pf.maxInFlight == 0:
+		return false // reported by policyField
+	}
+	s, ok := p.str(pf.ttl.val, what+": ttl")
+	if !ok {
+		return false
+	}
+	ttl, err := parsePeriod(s)
+	if err != nil {
+		p.errf(pf.ttl.val, "%s: ttl %q: %v", what, s, err)
+		return false
+	}
+	pol.Concurrency = &Concurrency{MaxInFlight: pf.maxInFlight, TTL: ttl}
+	return true
+}
+
+// parsePeriod reads a period of ParseLimit's grammar, a count and a unit
+// ms, s, m, h or d ("30s"), from MinPeriod to MaxPeriod.
+func parsePeriod(s string) (time.Duration, error) {
+	lim, err := ratewarden.ParseLimit("1/" + s)
+	if err != nil || strings.ContainsAny(s, " \t") {
+		return 0, fmt.Errorf("want a count and a unit ms, s, m, h or d (e.g. 30s), from %v to %v", ratewarden.MinPeriod, ratewarden.MaxPeriod)
+	}
+	return lim.Period, nil
 }
 
 // policyLimit builds the Limit of a policy given by its fields; an
