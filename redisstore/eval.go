@@ -368,6 +368,13 @@ func prompt(ctx context.Context, fn func() error) error {
 // On a dedicated connection, a deadline that passes closes it (rueidis);
 // so does a cancellation (see do). Either way it serves only the command
 // that gave up, and the next command takes another.
+//
+// The pool is the client's, shared with its blocking commands (BLPOP and
+// the like): one of those may take a connection parked here, and the
+// command that counted on it then dials one on its own goroutine (Redis
+// answered 256 commands in a row just before), or, with a
+// BlockingPoolSize the application's blocking commands fill, waits for
+// one of theirs to end.
 type directConns struct {
 	c   rueidis.Client
 	max int32 // connections of the evaluator's at once
