@@ -102,8 +102,8 @@ func TestJSONSideBySide(t *testing.T) {
 		"REDIS_URL=" + ourRedis.Addr, "RUNTIME_ROOT=" + rt, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_APPDIRECTORY=config",
 		"RUNTIME_WATCH_ROOT=false", "HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "GRPC_PORT=" + port(og), "PORT=" + port(oh), "REDIS_TIMEOUT=5s",
 		"RATEWARDEN_RLS_HEADERS=none"} // its default headers differ on purpose
-	startProc(t, "envoyproxy-ratelimit", pc, pg)
-	startProc(t, "ratewarden", oc, og)
+	startProc(t, "envoyproxy-ratelimit", pc, pg, nil)
+	startProc(t, "ratewarden", oc, og, nil)
 	defer http.DefaultClient.CloseIdleConnections()
 	if s := time.Now().Second(); s > 40 { // minute windows: stay in one
 		time.Sleep(time.Duration(61-s) * time.Second)

@@ -21,12 +21,17 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ratewarden/ratewarden/internal/testredis"
 )
 
 // loadConfig has one limit per caller key, high enough never to deny, so
-// every service does the same work on every request.
-const loadConfig = "domain: load\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 1000000000}\n"
+// every service does the same work on every request, and a small one for
+// the over-limit mode's tenant, which the warm-up uses up.
+const loadConfig = "domain: load\ndescriptors:\n" +
+	"  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 1000000000}\n" +
+	"  - key: tenant\n    rate_limit: {unit: day, requests_per_unit: 100}\n"
 
 // The load: callers sending requests at once over conns connections per
 // service, each caller perCaller requests after warm requests that are
@@ -37,10 +42,15 @@ const (
 	loadWarm    = 50
 )
 
+// loadModes are the modes TestLoadRatio knows, in its default order: the
+// backend, then what the callers ask for.
+var loadModes = []string{"redis-keys", "redis-hot", "redis-hot-over", "memory-keys", "memory-hot"}
+
 // TestLoadRatio (set PEERDIFF_LOAD=1) puts the services under the same
 // gRPC load, one after the other, and logs for each its rate, latency
-// percentiles and CPU time per request (its own process's, and its
-// redis-server's), with the medians of the repetitions and their ratios:
+// percentiles and CPU time per request (its own process's, its
+// redis-server's and the callers'), with the medians of the repetitions
+// and their ratios:
 //
 //   - Redis-backed: envoyproxy/ratelimit, ratewarden serve --redis, and
 //     barerls -redis (the library's Redis stack behind a bare handler),
@@ -48,17 +58,29 @@ const (
 //   - in memory: ratewarden serve without Redis, and barerls (memstore
 //     behind the same bare handler).
 //
-// 64 callers on 4 connections; each mode runs with a descriptor per
-// caller ("keys") and with every caller on one hot descriptor ("hot").
-// The repetitions interleave the services, each starting with the next
-// one. PEERDIFF_LOAD_REPS (default 3)
-// sets the repetitions, PEERDIFF_LOAD_N (default 1000) the requests per
-// caller, PEERDIFF_LOAD_MODES (default "redis-keys,redis-hot,memory-keys,
-// memory-hot") which modes run, and PEERDIFF_LOAD_BASELINE, the path of
-// another ratewarden binary (an earlier commit's, say), adds it to every
-// mode. ratewarden runs with --rls-headers none, as envoyproxy/ratelimit
-// answers by default. It asserts nothing about speed, only that every
-// request was answered: the numbers are for docs/performance.md.
+// 64 callers on 4 connections; a mode runs with a descriptor per caller
+// ("keys"), every caller on one hot descriptor under its limit ("hot"),
+// or on one hot descriptor the warm-up took over its limit ("hot-over",
+// Redis only: every measured answer is OVER_LIMIT). The repetitions
+// interleave the services, each starting with the next one.
+//
+// On a machine with two CPUs or more the services run pinned to one CPU
+// (PEERDIFF_LOAD_SVC_CPUS sets how many), GOMAXPROCS set to match, and
+// the callers and the redis-servers to the others, so a service shares
+// its CPU with nothing of the harness; PEERDIFF_LOAD_PIN=0 runs all
+// unpinned, as before. PEERDIFF_LOAD_REPS (default 3) sets the
+// repetitions, PEERDIFF_LOAD_N (default 1000) the requests per caller,
+// PEERDIFF_LOAD_MODES (default all of loadModes) which modes run, and
+// PEERDIFF_LOAD_BASELINE, the path of another ratewarden binary (an
+// earlier commit's, say), adds it to every mode; PEERDIFF_LOAD_OURS, a
+// ratewarden binary, is measured in place of one built from this
+// checkout. PEERDIFF_LOAD_PERF, a directory, gets perf(1) profiles of
+// the first repetition (which the recording slows) of every service, its
+// redis-server and the callers, beside the binaries. ratewarden runs with
+// --rls-headers none, as envoyproxy/ratelimit answers by default. It
+// asserts nothing about speed, only that every request was answered as
+// the mode expects and that the pinning held: the numbers are for
+// docs/performance.md.
 func TestLoadRatio(t *testing.T) {
 	if os.Getenv("PEERDIFF_LOAD") == "" {
 		t.Skip("set PEERDIFF_LOAD=1 to measure")
@@ -66,10 +88,88 @@ func TestLoadRatio(t *testing.T) {
 	reps, perCaller := envInt(t, "PEERDIFF_LOAD_REPS", 3), envInt(t, "PEERDIFF_LOAD_N", 1000)
 	modes := strings.Split(os.Getenv("PEERDIFF_LOAD_MODES"), ",")
 	if modes[0] == "" {
-		modes = []string{"redis-keys", "redis-hot", "memory-keys", "memory-hot"}
+		modes = loadModes
 	}
+	for _, m := range modes {
+		if !slices.Contains(loadModes, m) || m == "memory-hot-over" {
+			t.Fatalf("PEERDIFF_LOAD_MODES: unknown mode %q, want some of %v", m, loadModes)
+		}
+	}
+	pin := planPinning(t)
+	t.Log(pin)
+	defer pin.pinSelf(t)() // before any redis-server starts: they inherit it
+	rig := newLoadRig(t, pin, modes)
+	results := map[string][][]loadResult{} // mode -> service -> repetitions
+	for rep := range reps {
+		for _, mode := range modes {
+			svcs := rig.svcsOf(mode)
+			if results[mode] == nil {
+				results[mode] = make([][]loadResult, len(svcs))
+			}
+			for k := range svcs {
+				i := (k + rep) % len(svcs) // each repetition starts with another service
+				s := svcs[i]
+				var prof *perfRecord
+				if rep == 0 {
+					prof = startPerf(t, mode, s)
+				}
+				r := s.measure(t, perCaller, mode, fmt.Sprintf("%s-%d", mode, rep), prof)
+				t.Logf("%s, rep %d: %s: %s", mode, rep+1, s.name, r)
+				results[mode][i] = append(results[mode][i], r)
+			}
+		}
+	}
+	rig.checkPinned(t)
+	for _, mode := range modes {
+		svcs := rig.svcsOf(mode)
+		meds := make([]loadResult, len(svcs))
+		for i, s := range svcs {
+			meds[i] = median(results[mode][i])
+			t.Logf("%s, median of %d: %s: %s", mode, reps, s.name, meds[i])
+		}
+		for i, s := range svcs[1:] {
+			o := meds[i+1]
+			t.Logf("%s: ratewarden / %s: %.2fx req/s, p99 %.2fx, service CPU per request %.2fx, all CPU per request %.2fx",
+				mode, s.name, meds[0].rate/o.rate, meds[0].p99.Seconds()/o.p99.Seconds(), meds[0].cpu.Seconds()/o.cpu.Seconds(), meds[0].total().Seconds()/o.total().Seconds())
+			t.Logf("%s: ratewarden / %s, within each repetition: req/s %s, p99 %s", mode, s.name,
+				pairedRatios(results[mode][0], results[mode][i+1], func(r loadResult) float64 { return r.rate }),
+				pairedRatios(results[mode][0], results[mode][i+1], func(r loadResult) float64 { return r.p99.Seconds() }))
+		}
+	}
+}
+
+// pairedRatios describes f(a[i])/f(b[i]) over the repetitions i: the
+// median, then the lowest and highest. A repetition's runs are seconds
+// apart, so its ratio sees the machine's other load alike on both.
+func pairedRatios(a, b []loadResult, f func(loadResult) float64) string {
+	rs := make([]float64, len(a))
+	for i := range a {
+		rs[i] = f(a[i]) / f(b[i])
+	}
+	slices.Sort(rs)
+	return fmt.Sprintf("median %.2fx (%.2f to %.2f)", rs[len(rs)/2], rs[0], rs[len(rs)-1])
+}
+
+// loadRig is TestLoadRatio's running services: the Redis-backed ones and
+// the in-memory ones, ratewarden first in each, then what it is compared
+// with.
+type loadRig struct {
+	pin               pinning
+	redisSvcs, memSvc []*loadService
+}
+
+// newLoadRig builds the binaries, writes the config and starts the
+// services the modes need.
+func newLoadRig(t *testing.T, pin pinning, modes []string) *loadRig {
+	t.Helper()
 	dir := t.TempDir()
-	peerBin, ourBin := build(t, dir)
+	if d := os.Getenv("PEERDIFF_LOAD_PERF"); d != "" {
+		dir = d // the profiles need the binaries' symbols
+	}
+	peerBin, ourBin := buildPeer(t, dir), os.Getenv("PEERDIFF_LOAD_OURS")
+	if ourBin == "" {
+		ourBin = buildOurs(t, dir)
+	}
 	bareBin := filepath.Join(dir, "barerls")
 	bc := exec.Command("go", "build", "-o", bareBin, ".")
 	bc.Dir = "barerls" // a module of its own: the service's gRPC
@@ -99,10 +199,9 @@ func TestLoadRatio(t *testing.T) {
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 		return cmd, addr
 	}
-	// Each mode's services: ratewarden first, then what it is compared with.
-	var redisSvcs, memSvcs []*loadService
+	rig := &loadRig{pin: pin}
 	if need("redis") {
-		peerRedis, ourRedis, bareRedis := testredis.Start(t), testredis.Start(t), testredis.Start(t)
+		peerRedis, ourRedis, bareRedis := rig.redis(t), rig.redis(t), rig.redis(t)
 		pg, ph, pd := freeAddr(t), freeAddr(t), freeAddr(t)
 		pc := exec.Command(peerBin)
 		pc.Env = []string{"PATH=" + os.Getenv("PATH"), "USE_STATSD=false", "LOG_LEVEL=warn", "REDIS_SOCKET_TYPE=tcp",
@@ -111,66 +210,113 @@ func TestLoadRatio(t *testing.T) {
 			"GRPC_PORT=" + port(pg), "PORT=" + port(ph), "DEBUG_PORT=" + port(pd)}
 		oc, og := serve(ourBin, "redis://"+ourRedis.Addr)
 		bg := freeAddr(t)
-		bc := exec.Command(bareBin, "-addr", bg, "-redis", "redis://"+bareRedis.Addr)
-		redisSvcs = []*loadService{
-			startLoad(t, "ratewarden", oc, og, ourRedis),
-			startLoad(t, "envoyproxy/ratelimit", pc, pg, peerRedis),
-			startLoad(t, "library (bare)", bc, bg, bareRedis),
+		bc := exec.Command(bareBin, "-addr", bg, "-redis", "redis://"+bareRedis.Addr, "-over", "tenant")
+		rig.redisSvcs = []*loadService{
+			rig.start(t, "ratewarden", oc, og, ourRedis),
+			rig.start(t, "envoyproxy/ratelimit", pc, pg, peerRedis),
+			rig.start(t, "library (bare)", bc, bg, bareRedis),
 		}
 		if baseline != "" {
-			baseRedis := testredis.Start(t)
+			baseRedis := rig.redis(t)
 			c, a := serve(baseline, "redis://"+baseRedis.Addr)
-			redisSvcs = append(redisSvcs, startLoad(t, "ratewarden (baseline)", c, a, baseRedis))
+			rig.redisSvcs = append(rig.redisSvcs, rig.start(t, "ratewarden (baseline)", c, a, baseRedis))
 		}
 	}
 	if need("memory") {
 		oc, og := serve(ourBin, "")
 		bg := freeAddr(t)
-		memSvcs = []*loadService{
-			startLoad(t, "ratewarden", oc, og, nil),
-			startLoad(t, "library (bare)", exec.Command(bareBin, "-addr", bg), bg, nil),
+		rig.memSvc = []*loadService{
+			rig.start(t, "ratewarden", oc, og, nil),
+			rig.start(t, "library (bare)", exec.Command(bareBin, "-addr", bg), bg, nil),
 		}
 		if baseline != "" {
 			c, a := serve(baseline, "")
-			memSvcs = append(memSvcs, startLoad(t, "ratewarden (baseline)", c, a, nil))
+			rig.memSvc = append(rig.memSvc, rig.start(t, "ratewarden (baseline)", c, a, nil))
 		}
 	}
-	svcsOf := func(mode string) []*loadService {
-		if strings.HasPrefix(mode, "memory-") {
-			return memSvcs
-		}
-		return redisSvcs
+	rig.checkPinned(t)
+	return rig
+}
+
+func (r *loadRig) svcsOf(mode string) []*loadService {
+	if strings.HasPrefix(mode, "memory-") {
+		return r.memSvc
 	}
-	results := map[string][][]loadResult{} // mode -> service -> repetitions
-	for rep := range reps {
-		for _, mode := range modes {
-			svcs := svcsOf(mode)
-			if results[mode] == nil {
-				results[mode] = make([][]loadResult, len(svcs))
+	return r.redisSvcs
+}
+
+// redis starts a redis-server where the pinning puts them.
+func (r *loadRig) redis(t *testing.T) *testredis.Server {
+	t.Helper()
+	rs := testredis.Start(t)
+	if r.pin.on {
+		if err := pinTasks(redisPid(t, rs), r.pin.redis); err != nil {
+			t.Fatalf("pinning redis-server %s: %v", rs.Addr, err)
+		}
+	}
+	return rs
+}
+
+// start starts a service on the services' CPUs.
+func (r *loadRig) start(t *testing.T, name string, cmd *exec.Cmd, grpcAddr string, rs *testredis.Server) *loadService {
+	t.Helper()
+	file := strings.NewReplacer("/", "-", " ", "-", "(", "", ")", "").Replace(name)
+	s := &loadService{name: name, redis: rs, clients: []rlspb.RateLimitServiceClient{startProc(t, file, cmd, grpcAddr, r.pin.start).c}}
+	s.pid = cmd.Process.Pid
+	for len(s.clients) < loadConns {
+		conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		s.clients = append(s.clients, rlspb.NewRateLimitServiceClient(conn))
+	}
+	return s
+}
+
+// checkPinned fails unless every thread of every service, of every
+// redis-server and of this process runs where the pinning put it, and
+// logs what it checked.
+func (r *loadRig) checkPinned(t *testing.T) {
+	t.Helper()
+	if !r.pin.on {
+		return
+	}
+	check := func(what string, pid int, want unix.CPUSet) {
+		n, err := checkPinned(pid, want)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+			return
+		}
+		t.Logf("%s (pid %d): %d threads, all on CPU %s", what, pid, n, listString(want))
+	}
+	check("callers", os.Getpid(), r.pin.load)
+	for _, s := range slices.Concat(r.redisSvcs, r.memSvc) {
+		check(s.name, s.pid, r.pin.svc)
+		if s.redis != nil {
+			check(s.name+"'s redis-server", redisPid(t, s.redis), r.pin.redis)
+		}
+	}
+}
+
+// redisPid is the process id of redis-server rs (INFO server).
+func redisPid(t *testing.T, rs *testredis.Server) int {
+	t.Helper()
+	info, err := testredis.Do(rs.Addr, "INFO", "server")
+	if err != nil {
+		t.Fatalf("redis INFO server: %v", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			pid, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("redis INFO server: %q: %v", line, err)
 			}
-			hot := strings.HasSuffix(mode, "-hot")
-			for k := range svcs {
-				i := (k + rep) % len(svcs) // each repetition starts with another service
-				s := svcs[i]
-				r := s.measure(t, perCaller, hot, fmt.Sprintf("%s-%d", mode, rep))
-				t.Logf("%s, rep %d: %s: %s", mode, rep+1, s.name, r)
-				results[mode][i] = append(results[mode][i], r)
-			}
+			return pid
 		}
 	}
-	for _, mode := range modes {
-		svcs := svcsOf(mode)
-		meds := make([]loadResult, len(svcs))
-		for i, s := range svcs {
-			meds[i] = median(results[mode][i])
-			t.Logf("%s, median of %d: %s: %s", mode, reps, s.name, meds[i])
-		}
-		for i, s := range svcs[1:] {
-			o := meds[i+1]
-			t.Logf("%s: ratewarden / %s: %.2fx req/s, p99 %.2fx, service CPU per request %.2fx, all CPU per request %.2fx",
-				mode, s.name, meds[0].rate/o.rate, meds[0].p99.Seconds()/o.p99.Seconds(), meds[0].cpu.Seconds()/o.cpu.Seconds(), meds[0].total().Seconds()/o.total().Seconds())
-		}
-	}
+	t.Fatalf("redis INFO server: no process_id in %q", info)
+	return 0
 }
 
 func envInt(t *testing.T, name string, def int) int {
@@ -194,30 +340,13 @@ type loadService struct {
 	clients []rlspb.RateLimitServiceClient
 }
 
-// startLoad runs cmd until the test ends, once it answers, with
-// loadConns connections to grpcAddr.
-func startLoad(t *testing.T, name string, cmd *exec.Cmd, grpcAddr string, rs *testredis.Server) *loadService {
-	t.Helper()
-	file := strings.NewReplacer("/", "-", " ", "-", "(", "", ")", "").Replace(name)
-	s := &loadService{name: name, redis: rs, clients: []rlspb.RateLimitServiceClient{startProc(t, file, cmd, grpcAddr).c}}
-	s.pid = cmd.Process.Pid
-	for len(s.clients) < loadConns {
-		conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		s.clients = append(s.clients, rlspb.NewRateLimitServiceClient(conn))
-	}
-	return s
-}
-
 // loadResult is one measured run.
 type loadResult struct {
 	rate          float64       // requests per second
 	p50, p99      time.Duration // latency percentiles
 	cpu, redisCPU time.Duration // per request: the service's process, its redis-server
 	clientCPU     time.Duration // per request: this process, the callers
+	busy          float64       // the service's CPU time over the run's time
 }
 
 // total is the CPU time of a request on every process: the service's, its
@@ -225,8 +354,8 @@ type loadResult struct {
 func (r loadResult) total() time.Duration { return r.cpu + r.redisCPU + r.clientCPU }
 
 func (r loadResult) String() string {
-	s := fmt.Sprintf("%.0f req/s, p50 %v, p99 %v, CPU per request: service %v, client %v",
-		r.rate, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.cpu.Round(100*time.Nanosecond), r.clientCPU.Round(100*time.Nanosecond))
+	s := fmt.Sprintf("%.0f req/s, p50 %v, p99 %v, service busy %.2f CPUs, CPU per request: service %v, client %v",
+		r.rate, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.busy, r.cpu.Round(100*time.Nanosecond), r.clientCPU.Round(100*time.Nanosecond))
 	if r.redisCPU > 0 {
 		s += fmt.Sprintf(", redis-server %v", r.redisCPU.Round(100*time.Nanosecond))
 	}
@@ -253,62 +382,94 @@ func median(rs []loadResult) loadResult {
 		cpu:       d(func(r loadResult) time.Duration { return r.cpu }),
 		redisCPU:  d(func(r loadResult) time.Duration { return r.redisCPU }),
 		clientCPU: d(func(r loadResult) time.Duration { return r.clientCPU }),
+		busy:      pick(func(r loadResult) float64 { return r.busy }),
 	}
 }
 
-// measure warms s up, then sends loadCallers × perCaller requests, each
-// caller on its own descriptor or all on one (hot), and measures. Every
-// request must be answered OK.
-func (s *loadService) measure(t *testing.T, perCaller int, hot bool, tag string) loadResult {
+// measure warms s up, then sends loadCallers × perCaller requests of
+// mode (loadRequest) and measures. Every answer must be the mode's.
+// prof, when not nil, records the measured requests.
+func (s *loadService) measure(t *testing.T, perCaller int, mode, tag string, prof *perfRecord) loadResult {
 	t.Helper()
-	if errs := s.run(loadWarm, hot, tag+"-warm", nil); errs != "" {
+	if errs := s.run(loadWarm, mode, tag, true, nil); errs != "" {
 		t.Fatalf("%s: warm-up: %s", s.name, errs)
 	}
 	lat := make([][]time.Duration, loadCallers)
 	for c := range lat {
 		lat[c] = make([]time.Duration, 0, perCaller)
 	}
+	prof.begin(t)
 	cpu0, rcpu0, ccpu0 := procCPU(t, s.pid), s.redisCPU(t), selfCPU()
 	start := time.Now()
-	errs := s.run(perCaller, hot, tag, lat)
+	errs := s.run(perCaller, mode, tag, false, lat)
 	el := time.Since(start)
 	cpu1, rcpu1, ccpu1 := procCPU(t, s.pid), s.redisCPU(t), selfCPU()
+	prof.end(t)
 	if errs != "" {
 		t.Errorf("%s: %s", s.name, errs)
 	}
 	all := slices.Concat(lat...)
+	if len(all) == 0 {
+		t.Fatalf("%s: no request answered", s.name)
+	}
 	slices.Sort(all)
 	n := time.Duration(len(all))
 	return loadResult{
 		rate: float64(len(all)) / el.Seconds(),
 		p50:  all[len(all)/2], p99: all[len(all)*99/100],
 		cpu: (cpu1 - cpu0) / n, redisCPU: (rcpu1 - rcpu0) / n, clientCPU: (ccpu1 - ccpu0) / n,
+		busy: (cpu1 - cpu0).Seconds() / el.Seconds(),
 	}
 }
 
-// run sends loadCallers × perCaller requests, recording each latency in
-// lat[caller] when lat is not nil, and describes the failures ("" when
-// none).
-func (s *loadService) run(perCaller int, hot bool, tag string, lat [][]time.Duration) string {
+// loadRequest is caller c's request in mode, on descriptors of its own
+// for tag: a user per caller ("keys"), one user for all ("hot", under
+// its limit), or one tenant for all ("hot-over", 100 a day).
+func loadRequest(mode, tag string, c int) *rlspb.RateLimitRequest {
+	var desc *rlcommon.RateLimitDescriptor
+	switch {
+	case strings.HasSuffix(mode, "-hot-over"):
+		desc = d("tenant", tag)
+	case strings.HasSuffix(mode, "-hot"):
+		desc = d("user", tag+"-hot")
+	default:
+		desc = d("user", tag+"-"+strconv.Itoa(c))
+	}
+	return &rlspb.RateLimitRequest{Domain: "load", Descriptors: []*rlcommon.RateLimitDescriptor{desc}}
+}
+
+// loadRunLimit bounds a run of requests in time.
+const loadRunLimit = 10 * time.Minute
+
+// run sends loadCallers × perCaller requests of mode (loadRequest),
+// recording each latency in lat[caller] when lat is not nil, and
+// describes the failures ("" when none): errors and answers other than
+// OK, or in the hot-over mode OVER_LIMIT (the warm-up may get either).
+func (s *loadService) run(perCaller int, mode, tag string, warm bool, lat [][]time.Duration) string {
+	want := []rlspb.RateLimitResponse_Code{rlspb.RateLimitResponse_OK}
+	if strings.HasSuffix(mode, "-hot-over") {
+		want[0] = rlspb.RateLimitResponse_OVER_LIMIT
+		if warm {
+			want = append(want, rlspb.RateLimitResponse_OK)
+		}
+	}
+	// One deadline for the run: a timer per request would cost the
+	// callers' CPU, which the measured services share the machine with.
+	ctx, cancel := context.WithTimeout(context.Background(), loadRunLimit)
+	defer cancel()
 	var mu sync.Mutex
 	errs, first := 0, ""
 	var wg sync.WaitGroup
 	for c := range loadCallers {
 		wg.Go(func() {
-			user := tag + "-" + strconv.Itoa(c)
-			if hot {
-				user = tag + "-hot"
-			}
 			client := s.clients[c%len(s.clients)]
-			req := &rlspb.RateLimitRequest{Domain: "load", Descriptors: []*rlcommon.RateLimitDescriptor{d("user", user)}}
+			req := loadRequest(mode, tag, c)
 			for range perCaller {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				start := time.Now()
 				resp, err := client.ShouldRateLimit(ctx, req)
 				took := time.Since(start)
-				cancel()
-				if err == nil && resp.GetOverallCode() != rlspb.RateLimitResponse_OK {
-					err = fmt.Errorf("overall code %v", resp.GetOverallCode())
+				if err == nil && !slices.Contains(want, resp.GetOverallCode()) {
+					err = fmt.Errorf("overall code %v, want %v", resp.GetOverallCode(), want)
 				}
 				if err != nil {
 					mu.Lock()

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -33,19 +32,30 @@ var configs = []string{filepath.Join("..", "..", "server", "testdata", "every_fe
 // ratewarden from this checkout, into dir.
 func build(t *testing.T, dir string) (peer, ours string) {
 	t.Helper()
-	peer, ours = filepath.Join(dir, "peer"), filepath.Join(dir, "ratewarden")
-	for _, c := range []*exec.Cmd{
-		exec.Command("go", "build", "-o", peer, "github.com/envoyproxy/ratelimit/src/service_cmd"),
-		exec.Command("go", "build", "-o", ours, "./cmd/ratewarden"),
-	} {
-		if strings.HasSuffix(c.Args[len(c.Args)-1], "ratewarden") {
-			c.Dir = filepath.Join("..", "..")
-		}
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", c.Args, err, out)
-		}
+	return buildPeer(t, dir), buildOurs(t, dir)
+}
+
+// buildPeer builds envoyproxy/ratelimit at the version go.mod pins into
+// dir.
+func buildPeer(t *testing.T, dir string) string {
+	t.Helper()
+	peer := filepath.Join(dir, "peer")
+	if out, err := exec.Command("go", "build", "-o", peer, "github.com/envoyproxy/ratelimit/src/service_cmd").CombinedOutput(); err != nil {
+		t.Fatalf("build envoyproxy/ratelimit: %v\n%s", err, out)
 	}
-	return peer, ours
+	return peer
+}
+
+// buildOurs builds ratewarden from this checkout into dir.
+func buildOurs(t *testing.T, dir string) string {
+	t.Helper()
+	ours := filepath.Join(dir, "ratewarden")
+	c := exec.Command("go", "build", "-o", ours, "./cmd/ratewarden")
+	c.Dir = filepath.Join("..", "..")
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("build ratewarden: %v\n%s", err, out)
+	}
+	return ours
 }
 
 func freeAddr(t *testing.T) string {
@@ -67,15 +77,18 @@ type service struct {
 }
 
 // startProc runs cmd until the test ends and returns a client of its gRPC
-// address once it answers.
-func startProc(t *testing.T, name string, cmd *exec.Cmd, grpcAddr string) service {
+// address once it answers. start starts cmd (nil: cmd.Start).
+func startProc(t *testing.T, name string, cmd *exec.Cmd, grpcAddr string, start func(*exec.Cmd) error) service {
 	t.Helper()
 	log, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
+	if start == nil {
+		start = (*exec.Cmd).Start
+	}
+	if err := start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -161,8 +174,8 @@ func TestSideBySide(t *testing.T) {
 			oc := exec.Command(ourBin, append([]string{"serve", "--config", cfgDir, "--redis", "redis://" + ourRedis.Addr,
 				"--http-addr", freeAddr(t), "--grpc-addr", og, "--log-level", "warn", "--redis-timeout", "5s"}, m.ourFlags...)...)
 			oc.Env = append([]string{"PATH=" + os.Getenv("PATH")}, m.peerEnv...) // LIMIT_*_HEADER names too
-			peer := startProc(t, "envoyproxy-ratelimit", pc, pg)
-			ours := startProc(t, "ratewarden", oc, og)
+			peer := startProc(t, "envoyproxy-ratelimit", pc, pg, nil)
+			ours := startProc(t, "ratewarden", oc, og, nil)
 			// Both services count fixed windows from the epoch: start early in
 			// a minute so the script's minute limits stay in one window.
 			if s := time.Now().Second(); s > 40 {

@@ -1,8 +1,9 @@
 // Command barerls is the load test's baseline (TestLoadRatio): the
 // library deciding behind the least an Envoy rate limit service does. It
 // answers ShouldRateLimit by checking each descriptor's entries, joined
-// into a key, against one limit (1,000,000,000 per hour, fixed window)
-// with one Limiter.Allow, on memstore or, with -redis, on the library's
+// into a key, against one limit (1,000,000,000 per hour, fixed window;
+// 100 a day when the descriptor's first key is -over's) with one
+// Limiter.Allow, on memstore or, with -redis, on the library's
 // recommended Redis stack (package stack), and returns a status per
 // descriptor. No config, no metrics, no headers: what is left is the
 // library and gRPC, so the service's figure beside it is the price of
@@ -34,6 +35,7 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8081", "gRPC address to serve")
 	redisURL := flag.String("redis", "", "Redis URL; empty: memstore")
+	over := flag.String("over", "", "descriptors whose first key is this are limited to 100 a day")
 	flag.Parse()
 	st, closeStore, err := store(*redisURL)
 	if err != nil {
@@ -49,7 +51,11 @@ func main() {
 		log.Fatal(err)
 	}
 	g := grpc.NewServer()
-	rlspb.RegisterRateLimitServiceServer(g, &bare{lim: lim, limit: ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1_000_000_000, Period: time.Hour}})
+	rlspb.RegisterRateLimitServiceServer(g, &bare{
+		lim:     lim,
+		limit:   ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1_000_000_000, Period: time.Hour},
+		overKey: *over, overLimit: ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 100, Period: 24 * time.Hour},
+	})
 	go func() {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
@@ -91,6 +97,9 @@ type bare struct {
 	rlspb.UnimplementedRateLimitServiceServer
 	lim   *ratewarden.Limiter
 	limit ratewarden.Limit
+	// overKey's descriptors ("": none) are checked against overLimit.
+	overKey   string
+	overLimit ratewarden.Limit
 }
 
 func (b *bare) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
@@ -101,7 +110,11 @@ func (b *bare) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest)
 		for _, e := range d.GetEntries() {
 			key.WriteString("/" + e.GetKey() + "=" + e.GetValue())
 		}
-		res, err := b.lim.Allow(ctx, key.String(), b.limit)
+		limit := b.limit
+		if es := d.GetEntries(); b.overKey != "" && len(es) > 0 && es[0].GetKey() == b.overKey {
+			limit = b.overLimit
+		}
+		res, err := b.lim.Allow(ctx, key.String(), limit)
 		if err != nil {
 			return nil, err
 		}
