@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,9 @@ type metrics struct {
 	configOK  prometheus.Gauge
 	info      *prometheus.GaugeVec   // source, version: one series, the config in force
 	nearLimit *prometheus.CounterVec // api, domain, policy
+	permits   *prometheus.CounterVec // policy, op, result
+	settles   *prometheus.CounterVec // policy, result
+	settled   *prometheus.CounterVec // policy, direction
 }
 
 // setVersion makes the config in force the one series of
@@ -46,7 +50,7 @@ func newMetrics(reg *prometheus.Registry, b Backend) *metrics {
 		}, []string{"api", "domain", "policy", "source"}),
 		storeDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ratewarden_store_duration_seconds",
-			Help:    "Latency of store calls (check, peek, reset) as the server sees them, fallback included.",
+			Help:    "Latency of store calls (check, peek, reset, charge, acquire, release, extend) as the server sees them, fallback included.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}, []string{"op", "failure_policy"}),
 		storeErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -74,7 +78,19 @@ func newMetrics(reg *prometheus.Registry, b Backend) *metrics {
 		Name: "ratewarden_near_limit_total",
 		Help: "Allowed hits that took a key past the near-limit ratio of its limit (NEAR_LIMIT_RATIO, default 0.8), counted as envoyproxy/ratelimit's near_limit: by API, domain and policy.",
 	}, []string{"api", "domain", "policy"})
-	reg.MustRegister(m.decisions, m.degraded, m.storeDur, m.storeErrs, m.reloads, m.problems, m.configOK, m.info, m.nearLimit,
+	m.permits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratewarden_permit_ends_total",
+		Help: "Permits given back (op release: result released, or not_held when it had expired or been released) and extended (op extend: result extended, or lost when it had expired), by concurrency policy. Acquisitions are decisions (ratewarden_decisions_total).",
+	}, []string{"policy", "op", "result"})
+	m.settles = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratewarden_settlements_total",
+		Help: "Reservations settled, by policy (or inline) and result: charged (actual above the estimate), refunded (below), exact, uncounted (the reservation had consumed nothing: denied, or admitted by fail_open), refused (settled already).",
+	}, []string{"policy", "result"})
+	m.settled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratewarden_settled_units_total",
+		Help: "Units that settlements charged or refunded and that took effect (less what a window gone by dropped), by policy (or inline) and direction (charged, refunded).",
+	}, []string{"policy", "direction"})
+	reg.MustRegister(m.decisions, m.degraded, m.storeDur, m.storeErrs, m.reloads, m.problems, m.configOK, m.info, m.nearLimit, m.permits, m.settles, m.settled,
 		breakerCollector{b}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -98,26 +114,39 @@ const (
 	opCheck = iota
 	opPeek
 	opReset
+	opCharge
+	opAcquire
+	opRelease
+	opExtend
 	numOps
 )
 
-var opNames = [numOps]string{"check", "peek", "reset"}
+var opNames = [numOps]string{"check", "peek", "reset", "charge", "acquire", "release", "extend"}
 
 // meteredStore is the Store a failure policy's Limiter decides on: it
 // times every call to the backend's store (ratewarden_store_duration_seconds)
 // and counts the failed ones (ratewarden_store_errors_total), by op and
 // failure policy. A call the caller gave up on, or refused input, is not a
 // store failure (ratewarden.Classify).
+//
+// It is a ratewarden.Charger and a ratewarden.PermitStore whatever the
+// backend's store is, so that the Limiter offers Reserve and the server
+// reaches permits through it; a call the backend's store cannot take
+// (it is not one) is an error wrapping ratewarden.ErrInvalidConfig.
 type meteredStore struct {
 	ratewarden.Store
-	dur    [numOps]prometheus.Observer
-	errs   [numOps]prometheus.Counter
-	fp     string
-	tracer trace.Tracer // nil: no spans
+	charger ratewarden.Charger     // the Store as one, or nil
+	permits ratewarden.PermitStore // the Store as one, or nil
+	dur     [numOps]prometheus.Observer
+	errs    [numOps]prometheus.Counter
+	fp      string
+	tracer  trace.Tracer // nil: no spans
 }
 
 func newMeteredStore(st ratewarden.Store, fp config.FailurePolicy, m *metrics, tr trace.Tracer) *meteredStore {
 	ms := &meteredStore{Store: st, fp: string(fp), tracer: tr}
+	ms.charger, _ = st.(ratewarden.Charger)
+	ms.permits, _ = st.(ratewarden.PermitStore)
 	for op, name := range opNames {
 		ms.dur[op] = m.storeDur.WithLabelValues(name, string(fp))
 		ms.errs[op] = m.storeErrs.WithLabelValues(name, string(fp))
@@ -130,21 +159,78 @@ func (s *meteredStore) Check(ctx context.Context, req *ratewarden.Request, res [
 	if req.Peek {
 		op = opPeek
 	}
-	tctx, end := s.traceStore(ctx, op, len(req.Limits))
+	tctx, span := s.traceStore(ctx, op, len(req.Limits))
 	start := time.Now()
 	err := s.Store.Check(tctx, req, res)
 	s.observe(ctx, op, start, err)
-	end(res, err)
+	span.endResults(res, err)
 	return err
 }
 
 func (s *meteredStore) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
-	tctx, end := s.traceStore(ctx, opReset, len(limits))
+	tctx, span := s.traceStore(ctx, opReset, len(limits))
 	start := time.Now()
 	err := s.Store.Reset(tctx, key, limits...)
 	s.observe(ctx, opReset, start, err)
-	end(nil, err)
+	span.end(err)
 	return err
+}
+
+// Charge implements ratewarden.Charger by handing the call on.
+func (s *meteredStore) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
+	if s.charger == nil {
+		return fmt.Errorf("server: charge: the %s store (%T) cannot settle costs: %w", s.fp, s.Store, ratewarden.ErrInvalidConfig)
+	}
+	tctx, span := s.traceStore(ctx, opCharge, len(limits))
+	start := time.Now()
+	err := s.charger.Charge(tctx, key, limits, spent, applied)
+	s.observe(ctx, opCharge, start, err)
+	span.end(err)
+	return err
+}
+
+// Acquire implements ratewarden.PermitStore by handing the call on.
+func (s *meteredStore) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (ratewarden.PermitResult, error) {
+	if s.permits == nil {
+		return ratewarden.PermitResult{}, s.noPermits("acquire")
+	}
+	tctx, span := s.traceStore(ctx, opAcquire, 1)
+	start := time.Now()
+	pr, err := s.permits.Acquire(tctx, key, holder, max, ttl)
+	s.observe(ctx, opAcquire, start, err)
+	span.endDecision(pr.Acquired, pr.Source, err)
+	return pr, err
+}
+
+// Release implements ratewarden.PermitStore by handing the call on.
+func (s *meteredStore) Release(ctx context.Context, key, holder string) (bool, error) {
+	return s.permitCall(ctx, opRelease, func(ctx context.Context, ps ratewarden.PermitStore) (bool, error) {
+		return ps.Release(ctx, key, holder)
+	})
+}
+
+// Extend implements ratewarden.PermitStore by handing the call on.
+func (s *meteredStore) Extend(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
+	return s.permitCall(ctx, opExtend, func(ctx context.Context, ps ratewarden.PermitStore) (bool, error) {
+		return ps.Extend(ctx, key, holder, ttl)
+	})
+}
+
+// permitCall times and traces a Release or Extend.
+func (s *meteredStore) permitCall(ctx context.Context, op int, call func(context.Context, ratewarden.PermitStore) (bool, error)) (bool, error) {
+	if s.permits == nil {
+		return false, s.noPermits(opNames[op])
+	}
+	tctx, span := s.traceStore(ctx, op, 1)
+	start := time.Now()
+	held, err := call(tctx, s.permits)
+	s.observe(ctx, op, start, err)
+	span.endHeld(held, err)
+	return held, err
+}
+
+func (s *meteredStore) noPermits(op string) error {
+	return fmt.Errorf("server: %s: the %s store (%T) holds no concurrency limits: %w", op, s.fp, s.Store, ratewarden.ErrInvalidConfig)
 }
 
 func (s *meteredStore) observe(ctx context.Context, op int, start time.Time, err error) {
