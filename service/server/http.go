@@ -74,6 +74,11 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/v1/check", only(s, s.api(func(w http.ResponseWriter, r *http.Request) { s.handleCheck(w, r, false) }), http.MethodPost))
 	mux.Handle("/v1/peek", only(s, s.api(func(w http.ResponseWriter, r *http.Request) { s.handleCheck(w, r, true) }), http.MethodPost))
 	mux.Handle("/v1/reset", only(s, s.api(s.handleReset), http.MethodPost))
+	mux.Handle("/v1/reserve", only(s, s.api(s.handleReserve), http.MethodPost))
+	mux.Handle("/v1/settle", only(s, s.api(s.handleSettle), http.MethodPost))
+	mux.Handle("/v1/acquire", only(s, s.api(s.handleAcquire), http.MethodPost))
+	mux.Handle("/v1/release", only(s, s.api(s.handleRelease), http.MethodPost))
+	mux.Handle("/v1/extend", only(s, s.api(s.handleExtend), http.MethodPost))
 	mux.Handle("/json", s.api(s.handleJSON))
 	mux.Handle("/healthcheck", http.HandlerFunc(s.handleHealthcheck))
 	s.probes(mux, s.adminAddr == "")
@@ -281,6 +286,9 @@ func (s *Server) resolve(key, policy, limit string, cost int64) (target, *apiErr
 		pp := sn.plan.policies[policy]
 		if pp == nil {
 			return target{}, newProblem(probInvalid, fmt.Sprintf("unknown policy %q", policy))
+		}
+		if pp.p.Concurrency != nil {
+			return target{}, newProblem(probInvalid, fmt.Sprintf("policy %q is a concurrency limit (max_in_flight): use /v1/acquire", policy))
 		}
 		// Policies count apart from each other and from inline limits.
 		return target{

@@ -13,8 +13,9 @@ import (
 // Header values every JSON answer carries, shared: net/http only reads
 // them, and Set and Add replace or copy a value slice, never write to it.
 var (
-	jsonContentType = []string{"application/json"}
-	noStore         = []string{"no-store"}
+	jsonContentType    = []string{"application/json"}
+	problemContentType = []string{"application/problem+json"}
+	noStore            = []string{"no-store"}
 )
 
 // writeJSON answers status with v as JSON and a newline. A Decision is
@@ -37,9 +38,25 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	writeJSONBytes(w, status, append(b, '\n'))
 }
 
+// writeProblemJSON answers status with v, a problem with extension
+// members, as application/problem+json.
+func writeProblemJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		httplimit.WriteProblem(w, httplimit.Problem{Type: ProblemBase + probInternalError.slug, Title: probInternalError.title, Status: probInternalError.status})
+		return
+	}
+	writeBody(w, status, problemContentType, append(b, '\n'))
+}
+
 func writeJSONBytes(w http.ResponseWriter, status int, b []byte) {
+	writeBody(w, status, jsonContentType, b)
+}
+
+// writeBody answers status with b of Content-Type ct.
+func writeBody(w http.ResponseWriter, status int, ct []string, b []byte) {
 	h := w.Header()
-	h["Content-Type"] = jsonContentType
+	h["Content-Type"] = ct
 	h["Cache-Control"] = noStore
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)

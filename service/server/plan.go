@@ -61,9 +61,9 @@ type nodePlan struct {
 type policyPlan struct {
 	p         *config.Policy
 	keyPrefix string // "policy/<escaped name>/"
-	limitStr  string // p.Limit.String(), for the answer
+	limitStr  string // p.Limit.String() (p.Concurrency.String()), for the answer
 	fp        config.FailurePolicy
-	renderer  *httplimit.Renderer
+	renderer  *httplimit.Renderer // nil for a concurrency policy
 	series    series
 }
 
@@ -78,14 +78,19 @@ func (s *Server) newPlan(cfg *config.Config) *plan {
 		inline:   series{api: "http", policy: "inline"},
 	}
 	for name, p := range cfg.Policies {
-		pl.policies[name] = &policyPlan{
+		pp := &policyPlan{
 			p:         p,
-			keyPrefix: "policy/" + url.PathEscape(name) + "/",
-			limitStr:  p.Limit.String(),
+			keyPrefix: policyKeyPrefix(name),
 			fp:        s.failure(cfg, p.Failure),
-			renderer:  httplimit.NewRenderer(draftSet, httplimit.Policy{Name: name, Limit: p.Limit}),
 			series:    series{api: "http", policy: name},
 		}
+		if p.Concurrency != nil {
+			pp.limitStr = p.Concurrency.String()
+		} else {
+			pp.limitStr = p.Limit.String()
+			pp.renderer = httplimit.NewRenderer(draftSet, httplimit.Policy{Name: name, Limit: p.Limit})
+		}
+		pl.policies[name] = pp
 	}
 	for name, d := range cfg.Domains {
 		dp := &domainPlan{dom: d, keyPrefix: "envoy/" + url.QueryEscape(name), nodes: map[*config.Descriptor]*nodePlan{}}

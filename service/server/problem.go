@@ -29,6 +29,9 @@ var (
 	probUnavailable   = probType{"store-unavailable", http.StatusServiceUnavailable, "Rate limit store unavailable"}
 	probCanceled      = probType{"request-canceled", http.StatusServiceUnavailable, "Request canceled"}
 	probInternalError = probType{"internal", http.StatusInternalServerError, "Internal error"}
+	probInFlight      = probType{"too-many-in-flight", http.StatusTooManyRequests, "Too many in flight"}
+	probPermitLost    = probType{"permit-lost", http.StatusGone, "Permit lost"}
+	probSettled       = probType{"already-settled", http.StatusConflict, "Reservation already settled"}
 )
 
 // probType is one kind of problem.

@@ -100,6 +100,7 @@ type Server struct {
 	grpcTLS        *tls.Config
 	httpTLS        *tls.Config
 	tracer         trace.Tracer // nil: no tracing
+	secrets        [][]byte     // sign reservations (the first) and check them
 	reg            *prometheus.Registry
 	m              *metrics
 	limiters       limiters
@@ -156,6 +157,8 @@ type options struct {
 	grpcTLS        *tls.Config
 	httpTLS        *tls.Config
 	tracer         trace.TracerProvider
+	secrets        [][]byte
+	secretsGiven   bool
 }
 
 // WithConfig sets a configuration that is already loaded (no reload).
@@ -284,6 +287,9 @@ func New(backend Backend, opts ...Option) (*Server, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	if err := o.validateSecrets(); err != nil {
+		return nil, err
+	}
 	s := &Server{
 		backend:        backend,
 		log:            o.log,
@@ -299,12 +305,16 @@ func New(backend Backend, opts ...Option) (*Server, error) {
 		nearRatio:      o.nearRatio,
 		grpcTLS:        o.grpcTLS,
 		httpTLS:        o.httpTLS,
+		secrets:        o.secrets,
 		reg:            prometheus.NewRegistry(),
 		health:         health.NewServer(),
 		stop:           make(chan struct{}),
 	}
 	if o.tracer != nil {
 		s.tracer = o.tracer.Tracer(tracerName)
+	}
+	if !o.secretsGiven {
+		s.secrets = processSecret()
 	}
 	s.m = newMetrics(s.reg, backend)
 	if o.pathsGiven {

@@ -61,7 +61,8 @@ func shortVersion(fp string) string {
 // line per limit, "DOMAIN.PATH: unit=UNIT requests_per_unit=N,
 // shadow_mode: B, quota_mode: B" for Envoy domains (envoyproxy/ratelimit's
 // /rlconfig lines, with ratewarden's descriptor paths), "policy NAME:
-// LIMIT" for native policies, sorted.
+// LIMIT" for native policies ("policy NAME: max_in_flight N, ttl D" for a
+// concurrency policy), sorted.
 func (s *Server) handleConfigDump(w http.ResponseWriter, _ *http.Request) {
 	sn := s.snap.Load()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -70,6 +71,10 @@ func (s *Server) handleConfigDump(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintf(&b, "# source: %s\n# version: %s\n# loaded: %s\n", sn.source, sn.version, sn.loaded.UTC().Format(time.RFC3339))
 	var lines []string
 	for name, p := range sn.cfg.Policies {
+		if p.Concurrency != nil {
+			lines = append(lines, fmt.Sprintf("policy %s: %s", name, p.Concurrency))
+			continue
+		}
 		lines = append(lines, fmt.Sprintf("policy %s: %s, shadow_mode: %t", name, p.Limit, p.Shadow))
 	}
 	for name, d := range sn.cfg.Domains {

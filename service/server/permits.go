@@ -1,0 +1,271 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/service/config"
+)
+
+// AcquireRequest is the body of POST /v1/acquire.
+type AcquireRequest struct {
+	// Key identifies what is limited (a tenant, a user).
+	Key string `json:"key"`
+	// Policy names a concurrency policy of the config (max_in_flight and
+	// ttl): callers never choose the limit or the store.
+	Policy string `json:"policy"`
+}
+
+// ReleaseRequest is the body of POST /v1/release.
+type ReleaseRequest struct {
+	// Permit is the permit /v1/acquire answered with.
+	Permit string `json:"permit"`
+}
+
+// ExtendRequest is the body of POST /v1/extend.
+type ExtendRequest struct {
+	Permit string `json:"permit"`
+	// TTLMS is how long from now the permit is to be held, in
+	// milliseconds: 1 to the policy's ttl, which is the default.
+	TTLMS *int64 `json:"ttl_ms,omitempty"`
+}
+
+// Acquisition is the body of /v1/acquire's answers: 200 when a permit was
+// acquired; 429 when not, as a problem (its type, title, status and
+// detail) with these members besides.
+type Acquisition struct {
+	Acquired bool `json:"acquired"`
+	// Permit is what /v1/release and /v1/extend take; empty when not
+	// acquired.
+	Permit string `json:"permit,omitempty"`
+	Key    string `json:"key"`
+	Policy string `json:"policy"`
+	// Held is the number of the key's permits held after the call, this
+	// one included; Max the policy's max_in_flight.
+	Held int64 `json:"held"`
+	Max  int64 `json:"max"`
+	// TTLMS is how long the permit is held unless released or extended.
+	TTLMS int64 `json:"ttl_ms"`
+	// RetryAfterMS is 0 when acquired; otherwise the time until the
+	// soonest-expiring permit of the key expires (a release frees one
+	// sooner), rounded up.
+	RetryAfterMS int64 `json:"retry_after_ms"`
+	// Source is who decided: store, or the failure policy that answered
+	// when the shared store could not.
+	Source   string `json:"source"`
+	Degraded bool   `json:"degraded"`
+}
+
+// acquireDenied is /v1/acquire's 429 body: a problem whose extension
+// members are the Acquisition's.
+type acquireDenied struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	Acquisition
+}
+
+// PermitAnswer is the body of a 200 answer from /v1/release and
+// /v1/extend.
+type PermitAnswer struct {
+	Key    string `json:"key"`
+	Policy string `json:"policy"`
+	// Released (release): a held permit was given back. False when it
+	// was not held: it expired, was released already, or was granted by
+	// fail_open and so held nowhere.
+	Released *bool `json:"released,omitempty"`
+	// Extended (extend) is always true: a permit that is no longer held
+	// is a 410.
+	Extended *bool `json:"extended,omitempty"`
+	// TTLMS (extend): the permit is now held this long from now.
+	TTLMS int64 `json:"ttl_ms,omitempty"`
+}
+
+// concurrencyPolicy resolves key and policy for /v1/acquire.
+func (s *Server) concurrencyPolicy(key, policy string) (*policyPlan, *apiError) {
+	switch {
+	case key == "":
+		return nil, newProblem(probInvalid, `field "key" is required`)
+	case len(key) > s.maxKey:
+		return nil, newProblem(probKeyTooLong, fmt.Sprintf(`field "key" is %d bytes; the cap is %d bytes (--max-key-bytes)`, len(key), s.maxKey))
+	case policy == "":
+		return nil, newProblem(probInvalid, `field "policy" (a configured concurrency policy: max_in_flight and ttl) is required`)
+	}
+	pp := s.snap.Load().plan.policies[policy]
+	switch {
+	case pp == nil:
+		return nil, newProblem(probInvalid, fmt.Sprintf("unknown policy %q", policy))
+	case pp.p.Concurrency == nil:
+		return nil, newProblem(probInvalid, fmt.Sprintf("policy %q is a rate limit: use /v1/check or /v1/reserve; /v1/acquire takes a concurrency policy (max_in_flight and ttl)", policy))
+	}
+	return pp, nil
+}
+
+// permitPolicy reads a permit and resolves its policy, which must still be
+// a concurrency policy of the configuration in force.
+func (s *Server) permitPolicy(permit string) (permitToken, *policyPlan, *apiError) {
+	if permit == "" {
+		return permitToken{}, nil, newProblem(probInvalid, `field "permit" is required`)
+	}
+	tok, err := decodePermit(permit)
+	if err != nil || tok.key == "" {
+		return permitToken{}, nil, newProblem(probInvalid, `field "permit": not a permit of this service (send it back as /v1/acquire gave it)`)
+	}
+	pp := s.snap.Load().plan.policies[tok.policy]
+	if pp == nil || pp.p.Concurrency == nil {
+		return permitToken{}, nil, newProblem(probInvalid, fmt.Sprintf(`field "permit": its policy %q is no longer a configured concurrency policy; the permit ends with its ttl`, tok.policy))
+	}
+	return tok, pp, nil
+}
+
+// permitStore is the PermitStore under the Limiter of failure policy fp:
+// store calls through it are metered as the Limiter's are.
+func (s *Server) permitStore(fp config.FailurePolicy) (ratewarden.PermitStore, error) {
+	lim, err := s.limiter(fp)
+	if err != nil {
+		return nil, err
+	}
+	ms := lim.Store().(*meteredStore)
+	if ms.permits == nil {
+		return nil, fmt.Errorf("server: the %s store holds no concurrency limits: %w", fp, ratewarden.ErrStoreUnavailable)
+	}
+	return ms, nil
+}
+
+// handleAcquire answers POST /v1/acquire. It calls the store's
+// PermitStore itself, with a holder of its own making, rather than
+// Limiter.Acquire, which keeps its holder to itself: the holder must go
+// into the permit so that any replica can end it.
+func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
+	var in AcquireRequest
+	if e := decodeBody(r, &in); e != nil {
+		s.writeProblem(w, e)
+		return
+	}
+	pp, e := s.concurrencyPolicy(in.Key, in.Policy)
+	if e != nil {
+		s.writeProblem(w, e)
+		return
+	}
+	c := pp.p.Concurrency
+	tok := permitToken{holder: newID(), policy: in.Policy, key: in.Key}
+	ps, err := s.permitStore(pp.fp)
+	var pr ratewarden.PermitResult
+	if err == nil {
+		// The config bounds max and ttl as Limiter.Acquire would.
+		pr, err = ps.Acquire(r.Context(), pp.keyPrefix+in.Key, tok.holderID(), c.MaxInFlight, c.TTL)
+	}
+	if err != nil {
+		s.writeError(w, r, err, in.Key)
+		return
+	}
+	pp.series.decision(s.m, &ratewarden.Result{Allowed: pr.Acquired, Source: pr.Source}, false)
+	a := Acquisition{
+		Acquired:     pr.Acquired,
+		Key:          in.Key,
+		Policy:       in.Policy,
+		Held:         pr.Held,
+		Max:          c.MaxInFlight,
+		TTLMS:        ceilMillis(c.TTL),
+		RetryAfterMS: ceilMillis(pr.RetryAfter),
+		Source:       pr.Source.String(),
+		Degraded:     pr.Source.Degraded(),
+	}
+	if pr.Acquired {
+		tok.nowhere = pr.Source == ratewarden.SourceFailOpen
+		a.Permit = tok.encode()
+		writeJSON(w, http.StatusOK, &a)
+		return
+	}
+	retry := max((pr.RetryAfter+999_999_999)/1_000_000_000, 1) // whole seconds, rounded up, at least 1
+	w.Header().Set("Retry-After", strconv.FormatInt(int64(retry), 10))
+	body := acquireDenied{
+		Type:        ProblemBase + probInFlight.slug,
+		Title:       probInFlight.title,
+		Status:      probInFlight.status,
+		Detail:      fmt.Sprintf("%d of %d permits of this key are held; retry in %d ms", pr.Held, c.MaxInFlight, a.RetryAfterMS),
+		Acquisition: a,
+	}
+	if pr.Source == ratewarden.SourceFailClosed {
+		body.Detail = fmt.Sprintf("the shared store cannot decide and policy %q fails closed; retry in %d ms", in.Policy, a.RetryAfterMS)
+	}
+	writeProblemJSON(w, body.Status, &body)
+}
+
+// handleRelease answers POST /v1/release: 200 {"released": bool}.
+func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
+	var in ReleaseRequest
+	if e := decodeBody(r, &in); e != nil {
+		s.writeProblem(w, e)
+		return
+	}
+	tok, pp, e := s.permitPolicy(in.Permit)
+	if e != nil {
+		s.writeProblem(w, e)
+		return
+	}
+	released := false
+	if !tok.nowhere {
+		ps, err := s.permitStore(pp.fp)
+		if err == nil {
+			released, err = ps.Release(r.Context(), pp.keyPrefix+tok.key, tok.holderID())
+		}
+		if err != nil {
+			s.writeError(w, r, err, tok.key)
+			return
+		}
+	}
+	result := "released"
+	if !released {
+		result = "not_held"
+	}
+	s.m.permits.WithLabelValues(tok.policy, "release", result).Inc()
+	writeJSON(w, http.StatusOK, &PermitAnswer{Key: tok.key, Policy: tok.policy, Released: &released})
+}
+
+// handleExtend answers POST /v1/extend: 200 when the permit is held for
+// ttl_ms from now, 410 permit-lost when it was no longer held.
+func (s *Server) handleExtend(w http.ResponseWriter, r *http.Request) {
+	var in ExtendRequest
+	if e := decodeBody(r, &in); e != nil {
+		s.writeProblem(w, e)
+		return
+	}
+	tok, pp, e := s.permitPolicy(in.Permit)
+	if e != nil {
+		s.writeProblem(w, e)
+		return
+	}
+	ttl := pp.p.Concurrency.TTL
+	if in.TTLMS != nil {
+		maxMS := ttl.Milliseconds()
+		if *in.TTLMS < 1 || *in.TTLMS > maxMS {
+			s.writeProblem(w, newProblem(probInvalid, fmt.Sprintf(`field "ttl_ms" must be between 1 and %d (policy %q's ttl), got %d`, maxMS, tok.policy, *in.TTLMS)))
+			return
+		}
+		ttl = time.Duration(*in.TTLMS) * time.Millisecond
+	}
+	held := true // a fail_open permit is held nowhere: nothing to extend
+	if !tok.nowhere {
+		ps, err := s.permitStore(pp.fp)
+		if err == nil {
+			held, err = ps.Extend(r.Context(), pp.keyPrefix+tok.key, tok.holderID(), ttl)
+		}
+		if err != nil {
+			s.writeError(w, r, err, tok.key)
+			return
+		}
+	}
+	if !held {
+		s.m.permits.WithLabelValues(tok.policy, "extend", "lost").Inc()
+		s.writeProblem(w, newProblem(probPermitLost, "the permit expired (or was released) before it was extended; the work it guarded is no longer counted: acquire a new one"))
+		return
+	}
+	s.m.permits.WithLabelValues(tok.policy, "extend", "extended").Inc()
+	yes := true
+	writeJSON(w, http.StatusOK, &PermitAnswer{Key: tok.key, Policy: tok.policy, Extended: &yes, TTLMS: ceilMillis(ttl)})
+}

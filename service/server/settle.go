@@ -1,0 +1,343 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/service/config"
+)
+
+// ReserveRequest is the body of POST /v1/reserve.
+type ReserveRequest struct {
+	Key string `json:"key"`
+	// Policy names a rate policy of the config; or give Limit (inline
+	// limits, when the operator turned them on).
+	Policy string `json:"policy,omitempty"`
+	Limit  string `json:"limit,omitempty"`
+	// Estimate is the number of units admitted now, to be settled with the
+	// actual number once it is known; required.
+	Estimate *int64 `json:"estimate"`
+}
+
+// SettleRequest is the body of POST /v1/settle.
+type SettleRequest struct {
+	// Reservation is the token /v1/reserve answered with.
+	Reservation string `json:"reservation"`
+	// Actual is the actual cost, 0 (the work did not happen: everything
+	// is given back) or more; required.
+	Actual *int64 `json:"actual"`
+}
+
+// Reservation is the body of /v1/reserve's 200 answer: the decision, as
+// /v1/check answers it (Cost is the estimate), and the reservation to
+// settle.
+type Reservation struct {
+	Decision
+	// Reservation is what /v1/settle takes: signed, so that it settles
+	// nothing but this reservation; settle it on any replica that shares
+	// the secret.
+	Reservation string `json:"reservation"`
+	// SettleWithinMS is how long the reservation can be settled: after
+	// that the units it counted have stopped counting anyway, and
+	// /v1/settle refuses it.
+	SettleWithinMS int64 `json:"settle_within_ms"`
+}
+
+// Settlement is the body of /v1/settle's 200 answer.
+type Settlement struct {
+	Key      string `json:"key"`
+	Policy   string `json:"policy,omitempty"`
+	Limit    string `json:"limit"`
+	Estimate int64  `json:"estimate"`
+	Actual   int64  `json:"actual"`
+	// Delta is actual − estimate: the units charged (> 0) or given back
+	// (< 0).
+	Delta int64 `json:"delta"`
+	// Applied holds, per limit, the units that took effect: Delta while
+	// the window the reservation counted in still counts, less (0, say)
+	// where it has gone by; 0 when the reservation consumed nothing
+	// (denied, or admitted by fail_open).
+	Applied []int64 `json:"applied"`
+}
+
+// WithReservationSecrets sets the secrets that sign reservations
+// (/v1/reserve) and check them (/v1/settle): the first signs, every one is
+// accepted, so that a new secret can be rolled out to every replica
+// before it becomes the first. Replicas that settle each other's
+// reservations need the same secrets. Each must be at least
+// MinSecretBytes long. Default: a random secret of the process, so a
+// reservation settles only on the replica that made it, and not after a
+// restart.
+func WithReservationSecrets(secrets ...[]byte) Option {
+	return func(o *options) {
+		o.secrets = make([][]byte, len(secrets))
+		for i, s := range secrets {
+			o.secrets[i] = append([]byte(nil), s...)
+		}
+		o.secretsGiven = true
+	}
+}
+
+// validateSecrets names the first secret too short, or says none came,
+// when WithReservationSecrets was given.
+func (o *options) validateSecrets() error {
+	if !o.secretsGiven {
+		return nil
+	}
+	msg := ""
+	if len(o.secrets) == 0 {
+		msg = "no secret given"
+	}
+	for i, s := range o.secrets {
+		if len(s) < MinSecretBytes && msg == "" {
+			msg = fmt.Sprintf("secret %d is %d bytes, want at least %d", i, len(s), MinSecretBytes)
+		}
+	}
+	if msg != "" {
+		return fmt.Errorf("server: WithReservationSecrets: %s: %w", msg, ratewarden.ErrInvalidConfig)
+	}
+	return nil
+}
+
+// processSecret is a random secret for a server given none.
+func processSecret() [][]byte {
+	s := make([]byte, 32)
+	_, _ = rand.Read(s) // never fails (crypto/rand)
+	return [][]byte{s}
+}
+
+// settleWindow is how long a reservation of lim can be settled: two
+// periods (a sliding window's count weighs on the next one), and for a
+// token bucket at least the time it takes to refill, after which nothing
+// it counted counts any more; at most MaxPeriod.
+func settleWindow(lim ratewarden.Limit) time.Duration {
+	d := 2 * lim.Period
+	if lim.Algorithm == ratewarden.TokenBucket {
+		refill := float64(lim.Capacity()) * float64(lim.Period) / float64(lim.Rate)
+		d = max(d, time.Duration(min(refill, float64(ratewarden.MaxPeriod))))
+	}
+	return min(d, ratewarden.MaxPeriod)
+}
+
+// handleReserve answers POST /v1/reserve: Limiter.Reserve of the estimate,
+// answered as /v1/check answers, with a signed reservation.
+func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
+	var in ReserveRequest
+	if e := decodeBody(r, &in); e != nil {
+		s.writeProblem(w, e)
+		return
+	}
+	if in.Estimate == nil {
+		s.writeProblem(w, newProblem(probInvalid, `field "estimate" (the units to admit now, settled later with the actual cost) is required`))
+		return
+	}
+	est := *in.Estimate
+	t, e := s.resolve(in.Key, in.Policy, in.Limit, est)
+	if e != nil {
+		s.writeProblem(w, e)
+		return
+	}
+	lim, err := s.settler(t.fp)
+	var rv *ratewarden.Reservation
+	if err == nil {
+		rv, err = lim.Reserve(r.Context(), t.key, est, t.limit)
+	}
+	if err != nil {
+		s.writeError(w, r, err, in.Key)
+		return
+	}
+	res := rv.Results[0]
+	tok := reservationToken{
+		id: newID(), at: time.Now(), estimate: est,
+		counted: res.Allowed && res.Source != ratewarden.SourceFailOpen,
+		policy:  in.Policy, limit: t.limitStr, key: in.Key,
+	}
+	t.series.decision(s.m, &res, t.shadow)
+	d := Reservation{
+		Decision: Decision{
+			Allowed:      res.Allowed || t.shadow,
+			OverLimit:    !res.Allowed,
+			Key:          in.Key,
+			Policy:       in.Policy,
+			Limit:        t.limitStr,
+			Cost:         est,
+			Remaining:    res.Remaining,
+			RetryAfterMS: ceilMillis(res.RetryAfter),
+			ResetAfterMS: ceilMillis(res.ResetAfter),
+			Source:       res.Source.String(),
+			Degraded:     res.Degraded(),
+			Shadow:       t.shadow,
+		},
+		Reservation:    tok.seal(s.secrets[0]),
+		SettleWithinMS: ceilMillis(settleWindow(t.limit)),
+	}
+	t.renderer.Set(w.Header(), ratewarden.Decision{Allowed: d.Allowed, Results: rv.Results}, !d.Allowed)
+	writeJSON(w, http.StatusOK, &d)
+}
+
+// settler is the Limiter of failure policy fp, when its store can settle.
+func (s *Server) settler(fp config.FailurePolicy) (*ratewarden.Limiter, error) {
+	lim, err := s.limiter(fp)
+	if err != nil {
+		return nil, err
+	}
+	if lim.Store().(*meteredStore).charger == nil {
+		return nil, fmt.Errorf("server: the %s store cannot settle costs: %w", fp, ratewarden.ErrStoreUnavailable)
+	}
+	return lim, nil
+}
+
+// handleSettle answers POST /v1/settle: actual − estimate units charged or
+// given back, in one store call (ratewarden.Charger, as
+// Reservation.Settle makes it), dated when the reservation was admitted.
+//
+// A reservation settles once: before charging, the server takes the one
+// permit of a key named after the reservation's id (a PermitStore record
+// in the shared store, so every replica sees it) for as long as the
+// reservation can be settled; a second settlement finds it taken and is
+// a 409.
+func (s *Server) handleSettle(w http.ResponseWriter, r *http.Request) {
+	var in SettleRequest
+	if e := decodeBody(r, &in); e != nil {
+		s.writeProblem(w, e)
+		return
+	}
+	tok, lim, left, e := s.openSettle(&in)
+	if e != nil {
+		s.writeProblem(w, e)
+		return
+	}
+	actual := *in.Actual
+	out := Settlement{Key: tok.key, Policy: tok.policy, Limit: tok.limit, Estimate: tok.estimate, Actual: actual, Delta: actual - tok.estimate, Applied: []int64{0}}
+	label := tok.policy
+	if label == "" {
+		label = "inline"
+	}
+	if !tok.counted {
+		s.m.settles.WithLabelValues(label, "uncounted").Inc()
+		writeJSON(w, http.StatusOK, &out)
+		return
+	}
+	fp := s.reservationFailure(tok.policy)
+	st, err := s.settler(fp)
+	if err == nil {
+		err = s.settleOnce(r, st, tok.id, left)
+	}
+	if err == nil && out.Delta != 0 {
+		spent := []ratewarden.Spent{{Units: out.Delta, Ago: settleAgo(tok.at)}}
+		err = st.Store().(ratewarden.Charger).Charge(r.Context(), reservationKey(tok.policy, tok.key), []ratewarden.Limit{lim}, spent, out.Applied)
+	}
+	switch {
+	case errors.Is(err, errSettledBefore):
+		s.m.settles.WithLabelValues(label, "refused").Inc()
+		s.writeProblem(w, newProblem(probSettled, "this reservation was settled before; a reservation settles once"))
+		return
+	case err != nil:
+		s.writeError(w, r, err, tok.key)
+		return
+	}
+	s.countSettlement(label, out.Delta, out.Applied[0])
+	writeJSON(w, http.StatusOK, &out)
+}
+
+// openSettle checks a settlement's fields and reservation: the token, its
+// limit, and the time left to settle it.
+func (s *Server) openSettle(in *SettleRequest) (reservationToken, ratewarden.Limit, time.Duration, *apiError) {
+	switch {
+	case in.Reservation == "":
+		return reservationToken{}, ratewarden.Limit{}, 0, newProblem(probInvalid, `field "reservation" is required`)
+	case in.Actual == nil:
+		return reservationToken{}, ratewarden.Limit{}, 0, newProblem(probInvalid, `field "actual" (the actual cost, 0 or more) is required`)
+	case *in.Actual < 0 || *in.Actual > ratewarden.MaxRate:
+		return reservationToken{}, ratewarden.Limit{}, 0, newProblem(probInvalid, fmt.Sprintf(`field "actual" must be between 0 and %d, got %d`, int64(ratewarden.MaxRate), *in.Actual))
+	}
+	tok, err := openReservation(in.Reservation, s.secrets)
+	if err != nil {
+		return reservationToken{}, ratewarden.Limit{}, 0, newProblem(probInvalid, `field "reservation": not a reservation of this service (altered, or signed with a secret this replica does not hold)`)
+	}
+	lim, err := ratewarden.ParseLimit(tok.limit)
+	if err != nil || tok.key == "" {
+		return reservationToken{}, ratewarden.Limit{}, 0, newProblem(probInvalid, `field "reservation": not a reservation of this service`)
+	}
+	window := settleWindow(lim)
+	left := window - max(time.Since(tok.at), 0)
+	if left <= 0 {
+		return reservationToken{}, ratewarden.Limit{}, 0, newProblem(probInvalid, fmt.Sprintf(`field "reservation" has expired: a reservation of %v can be settled for %v after it was made`, lim, window))
+	}
+	return tok, lim, left, nil
+}
+
+// settleAgo dates a settlement: when the reservation was admitted, on
+// this replica's clock (which may differ from the issuing replica's by
+// their skew).
+func settleAgo(at time.Time) time.Duration {
+	return min(max(time.Since(at), 0), ratewarden.MaxPeriod)
+}
+
+// errSettledBefore: the reservation's settlement record is taken.
+var errSettledBefore = errors.New("server: the reservation was settled before")
+
+// settleOnce takes the settlement record of reservation id, held for left
+// (as long as the reservation can be settled): errSettledBefore when
+// another settlement took it; an error wrapping ErrStoreUnavailable when
+// the store cannot tell (fail_closed answered).
+func (s *Server) settleOnce(r *http.Request, lim *ratewarden.Limiter, id [idBytes]byte, left time.Duration) error {
+	var holder [idBytes]byte
+	_, _ = rand.Read(holder[:]) // never fails (crypto/rand)
+	ttl := max(left.Round(time.Millisecond), ratewarden.MinPeriod)
+	pr, err := lim.Store().(ratewarden.PermitStore).Acquire(r.Context(), "settled/"+hex.EncodeToString(id[:]), hex.EncodeToString(holder[:]), 1, ttl)
+	switch {
+	case err != nil:
+		return err
+	case pr.Acquired:
+		return nil // fail_open acquires without a record: a replay then is not caught
+	case pr.Source == ratewarden.SourceFailClosed:
+		return fmt.Errorf("server: settle: the store cannot tell whether the reservation was settled: %w", ratewarden.ErrStoreUnavailable)
+	}
+	return errSettledBefore
+}
+
+// reservationFailure is the failure policy a reservation of policy (""
+// for an inline limit) settles under: the policy's now, else the default
+// (the policy may have been removed since).
+func (s *Server) reservationFailure(policy string) config.FailurePolicy {
+	sn := s.snap.Load()
+	if pp := sn.plan.policies[policy]; pp != nil {
+		return pp.fp
+	}
+	return s.failure(sn.cfg)
+}
+
+// reservationKey is the store key a reservation counted under: its
+// policy's, or the inline limits'.
+func reservationKey(policy, key string) string {
+	if policy == "" {
+		return "limit/" + key
+	}
+	return policyKeyPrefix(policy) + key
+}
+
+// policyKeyPrefix is the start of the store keys of a named policy:
+// policies count apart from each other and from inline limits.
+func policyKeyPrefix(name string) string { return "policy/" + url.PathEscape(name) + "/" }
+
+// countSettlement counts a settlement of delta units, applied of which
+// took effect.
+func (s *Server) countSettlement(policy string, delta, applied int64) {
+	switch {
+	case delta > 0:
+		s.m.settles.WithLabelValues(policy, "charged").Inc()
+		s.m.settled.WithLabelValues(policy, "charged").Add(float64(applied))
+	case delta < 0:
+		s.m.settles.WithLabelValues(policy, "refunded").Inc()
+		s.m.settled.WithLabelValues(policy, "refunded").Add(float64(-applied))
+	default:
+		s.m.settles.WithLabelValues(policy, "exact").Inc()
+	}
+}
