@@ -102,7 +102,7 @@ type serveFlags struct {
 	tlsCert, tlsKey, tlsClientCA, tlsServers                         *string
 	redisCA, redisCert, redisKey                                     *string
 	tracingOn, tracingEndpoint, tracingProtocol, tracingSampling     *string
-	tracingName                                                      *string
+	tracingName, secret                                              *string
 	getenv                                                           func(string) string
 }
 
@@ -147,6 +147,7 @@ func newServeFlags(getenv func(string) string) (*flag.FlagSet, serveFlags) {
 		tracingProtocol: peerFlag(fs, getenv, "tracing-protocol", "RATEWARDEN_TRACING_PROTOCOL", "TRACING_EXPORTER_PROTOCOL", "http", "OTLP protocol: http or grpc"),
 		tracingSampling: peerFlag(fs, getenv, "tracing-sampling-rate", "RATEWARDEN_TRACING_SAMPLING_RATE", "TRACING_SAMPLING_RATE", "1", "share of traces sampled, 0 to 1 (a caller's sampled trace is always followed)"),
 		tracingName:     peerFlag(fs, getenv, "tracing-service-name", "RATEWARDEN_TRACING_SERVICE_NAME", "TRACING_SERVICE_NAME", "ratewarden", "service.name of the spans"),
+		secret:          envFlag(fs, getenv, "reservation-secret", "RATEWARDEN_RESERVATION_SECRET", "", "secret signing /v1/reserve's reservations, at least 16 bytes; comma-separated to rotate (the first signs, all are accepted); give every replica the same so that any settles any (prefer the environment variable); empty: a random secret of the process"),
 		getenv:          getenv,
 	}
 }
@@ -236,6 +237,7 @@ type settings struct {
 	redisTLS           backend.RedisTLS
 	peerIgnored        []string         // envoyproxy/ratelimit variables set that change nothing
 	tracing            *tracingSettings // nil: off
+	secrets            [][]byte         // nil: the server's random secret
 }
 
 // settings parses and checks the flags' values. Its errors name the flag.
@@ -290,7 +292,26 @@ func (f serveFlags) exposure(st *settings) error {
 	if st.tracing, err = f.tracing(); err != nil {
 		return err
 	}
+	if st.secrets, err = f.reservationSecrets(); err != nil {
+		return err
+	}
 	return f.deployment(st)
+}
+
+// reservationSecrets parses --reservation-secret: nil when not given.
+// Its errors never show a secret.
+func (f serveFlags) reservationSecrets() ([][]byte, error) {
+	if *f.secret == "" {
+		return nil, nil
+	}
+	var out [][]byte
+	for i, sec := range strings.Split(*f.secret, ",") {
+		if len(sec) < server.MinSecretBytes {
+			return nil, fmt.Errorf("--reservation-secret: secret %d of %d is %d bytes, want at least %d (32 random bytes, base64-encoded, say)", i+1, strings.Count(*f.secret, ",")+1, len(sec), server.MinSecretBytes)
+		}
+		out = append(out, []byte(sec))
+	}
+	return out, nil
 }
 
 // envoyCompat parses the flags of envoyproxy/ratelimit's settings.
@@ -365,6 +386,9 @@ func wire(st settings, stderr io.Writer) (*service, error) {
 		server.WithAdminAddr(st.adminAddr),
 		server.WithEnvoyCompat(st.envoy),
 		server.WithNearLimitRatio(st.nearRatio),
+	}
+	if st.secrets != nil {
+		opts = append(opts, server.WithReservationSecrets(st.secrets...))
 	}
 	tlsOpts, err := st.tlsOptions(svc)
 	if err != nil {
@@ -462,6 +486,9 @@ func (s *service) run(ctx context.Context) error {
 		s.log.Warn("no Redis configured (--redis / RATEWARDEN_REDIS_URL): deciding in memory on this node only; limits are per process, not shared")
 	} else {
 		s.log.Info("deciding on Redis", "url", redisstore.RedactURL(s.st.redisURL), "default_failure_policy", s.st.failure, "replicas", s.st.replicas)
+		if s.st.secrets == nil {
+			s.log.Warn("no --reservation-secret (RATEWARDEN_RESERVATION_SECRET): reservations from /v1/reserve settle only on the replica that made them, and not after it restarts; give every replica the same secret")
+		}
 	}
 	<-ctx.Done()
 	s.log.Info("shutting down", "grace", s.st.grace)

@@ -104,3 +104,20 @@ func TestServeEnvoyCompat(t *testing.T) {
 		}
 	}
 }
+
+// TestServeReservationSecret: secrets from the flag or its variable, the
+// first signing; a short one is refused without being shown.
+func TestServeReservationSecret(t *testing.T) {
+	const a, b = "first-secret-of-32-bytes-------!", "second-secret-16"
+	st, err := parseServe(t, map[string]string{"RATEWARDEN_RESERVATION_SECRET": a + "," + b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(st.secrets, [][]byte{[]byte(a), []byte(b)}) {
+		t.Errorf("secrets %q", st.secrets)
+	}
+	_, err = parseServe(t, nil, "--reservation-secret", a+",too-short")
+	if err == nil || !strings.HasPrefix(err.Error(), "--reservation-secret: secret 2 of 2 is 9 bytes") || strings.Contains(err.Error(), "too-short") || strings.Contains(err.Error(), a) {
+		t.Errorf("a short secret: %v", err)
+	}
+}
