@@ -1,5 +1,7 @@
 // Package server is ratewarden's network face: an HTTP JSON API (check,
-// peek, reset), Envoy's rate limit gRPC service
+// peek, reset; reserve and settle costs known afterwards; acquire,
+// release and extend permits of concurrency limits), Envoy's rate limit
+// gRPC service
 // (envoy.service.ratelimit.v3.RateLimitService), gRPC health, Prometheus
 // metrics, health and readiness endpoints, and configuration hot reload;
 // and envoyproxy/ratelimit's deployment surface: /json, /healthcheck, the
@@ -10,8 +12,12 @@
 // failure policy: the in-memory store on a single node, or Redis behind the
 // fallback decorator when distributed. It is a client of the library: it
 // builds one ratewarden.Limiter per failure policy on its store, and every
-// check, peek and reset goes through a Limiter (a request's descriptors of
-// several policies through one Limiter.AllowKeys).
+// check, peek, reset and reservation goes through a Limiter (a request's
+// descriptors of several policies through one Limiter.AllowKeys).
+// Settlements and permits go to the Limiter's store as a
+// ratewarden.Charger and ratewarden.PermitStore, since the tokens the API
+// hands out must carry what the library keeps unexported (a reservation's
+// admission instant, a permit's holder).
 //
 // Callers are not trusted (docs/service.md, "Security"): request bodies
 // and descriptors are parsed strictly and bounded (body and key bytes,
