@@ -74,7 +74,10 @@ var loadModes = []string{"redis-keys", "redis-hot", "redis-hot-over", "memory-ke
 // PEERDIFF_LOAD_BASELINE, the path of another ratewarden binary (an
 // earlier commit's, say), adds it to every mode; PEERDIFF_LOAD_OURS, a
 // ratewarden binary, is measured in place of one built from this
-// checkout. PEERDIFF_LOAD_PERF, a directory, gets perf(1) profiles of
+// checkout. PEERDIFF_LOAD_PEER_CACHE, a size in bytes, adds
+// envoyproxy/ratelimit with its local cache of over-limit keys
+// (LOCAL_CACHE_SIZE_IN_BYTES, off by default) to the Redis-backed
+// modes. PEERDIFF_LOAD_PERF, a directory, gets perf(1) profiles of
 // the first repetition (which the recording slows) of every service, its
 // redis-server and the callers, beside the binaries. ratewarden runs with
 // --rls-headers none, as envoyproxy/ratelimit answers by default. It
@@ -202,12 +205,17 @@ func newLoadRig(t *testing.T, pin pinning, modes []string) *loadRig {
 	rig := &loadRig{pin: pin}
 	if need("redis") {
 		peerRedis, ourRedis, bareRedis := rig.redis(t), rig.redis(t), rig.redis(t)
-		pg, ph, pd := freeAddr(t), freeAddr(t), freeAddr(t)
-		pc := exec.Command(peerBin)
-		pc.Env = []string{"PATH=" + os.Getenv("PATH"), "USE_STATSD=false", "LOG_LEVEL=warn", "REDIS_SOCKET_TYPE=tcp",
-			"REDIS_URL=" + peerRedis.Addr, "RUNTIME_ROOT=" + rt, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_APPDIRECTORY=config",
-			"RUNTIME_WATCH_ROOT=false", "HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
-			"GRPC_PORT=" + port(pg), "PORT=" + port(ph), "DEBUG_PORT=" + port(pd)}
+		// peer runs envoyproxy/ratelimit on rs with extra settings.
+		peer := func(rs *testredis.Server, extra ...string) (*exec.Cmd, string) {
+			pg, ph, pd := freeAddr(t), freeAddr(t), freeAddr(t)
+			pc := exec.Command(peerBin)
+			pc.Env = append([]string{"PATH=" + os.Getenv("PATH"), "USE_STATSD=false", "LOG_LEVEL=warn", "REDIS_SOCKET_TYPE=tcp",
+				"REDIS_URL=" + rs.Addr, "RUNTIME_ROOT=" + rt, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_APPDIRECTORY=config",
+				"RUNTIME_WATCH_ROOT=false", "HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
+				"GRPC_PORT=" + port(pg), "PORT=" + port(ph), "DEBUG_PORT=" + port(pd)}, extra...)
+			return pc, pg
+		}
+		pc, pg := peer(peerRedis)
 		oc, og := serve(ourBin, "redis://"+ourRedis.Addr)
 		bg := freeAddr(t)
 		bc := exec.Command(bareBin, "-addr", bg, "-redis", "redis://"+bareRedis.Addr, "-over", "tenant")
@@ -215,6 +223,11 @@ func newLoadRig(t *testing.T, pin pinning, modes []string) *loadRig {
 			rig.start(t, "ratewarden", oc, og, ourRedis),
 			rig.start(t, "envoyproxy/ratelimit", pc, pg, peerRedis),
 			rig.start(t, "library (bare)", bc, bg, bareRedis),
+		}
+		if size := os.Getenv("PEERDIFF_LOAD_PEER_CACHE"); size != "" {
+			rs := rig.redis(t)
+			c, a := peer(rs, "LOCAL_CACHE_SIZE_IN_BYTES="+size)
+			rig.redisSvcs = append(rig.redisSvcs, rig.start(t, "envoyproxy/ratelimit (local cache)", c, a, rs))
 		}
 		if baseline != "" {
 			baseRedis := rig.redis(t)
