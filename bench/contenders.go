@@ -41,7 +41,7 @@ const (
 	RWSliding          = "ratewarden sliding_window"
 	RWSlidingNoCache   = "ratewarden sliding_window, no deny cache"
 	RWSlidingUnbatched = "ratewarden sliding_window, plain (no batching, no deny cache)"
-	RWSlidingFunctions = "ratewarden sliding_window, functions (WithFunctions)"
+	RWSlidingEvalsha   = "ratewarden sliding_window, EVALSHA (WithFunctions(false))"
 	RWToken            = "ratewarden token_bucket"
 	RWTokenUnbatched   = "ratewarden token_bucket, plain (no batching, no deny cache)"
 	RedisRate          = "go-redis/redis_rate v10 (GCRA)"
@@ -55,7 +55,7 @@ func Contenders() []Contender {
 		{RWSliding, openRatewarden(ratewarden.SlidingWindow, withDenyCache)},
 		{RWSlidingNoCache, openRatewarden(ratewarden.SlidingWindow, noDenyCache)},
 		{RWSlidingUnbatched, openRatewarden(ratewarden.SlidingWindow, noDenyCache, redisstore.WithBatching(false))},
-		{RWSlidingFunctions, openRatewarden(ratewarden.SlidingWindow, withDenyCache, redisstore.WithFunctions(true))},
+		{RWSlidingEvalsha, openRatewarden(ratewarden.SlidingWindow, withDenyCache, redisstore.WithFunctions(false))},
 		{RWToken, openRatewarden(ratewarden.TokenBucket, withDenyCache)},
 		{RWTokenUnbatched, openRatewarden(ratewarden.TokenBucket, noDenyCache, redisstore.WithBatching(false))},
 		{RedisRate, openRedisRate},

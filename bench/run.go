@@ -371,7 +371,7 @@ func (s *Summary) acceptance(w io.Writer) {
 	bare, ok4 := s.Get(wl, Bare, 64)
 	var b strings.Builder
 	b.WriteString("\n")
-	for _, name := range []string{RWSliding, RWSlidingFunctions} {
+	for _, name := range []string{RWSliding, RWSlidingEvalsha} {
 		if rw, ok1 := s.Get(wl, name, 64); ok1 && ok2 && ok3 && ok4 {
 			fmt.Fprintf(&b, "Many keys at 64 callers, %s makes %s the decisions/s of redis_rate, %s those of ulule, %s those of the bare script (medians of %d).\n",
 				name, ratio(rw.PerSec, rr.PerSec), ratio(rw.PerSec, ul.PerSec), ratio(rw.PerSec, bare.PerSec), rw.Reps)
@@ -383,7 +383,7 @@ func (s *Summary) acceptance(w io.Writer) {
 		fmt.Fprintf(&b, "At 1 caller, p99 with batching %s, without %s (%s).\n", fmtDur(on.P99), fmtDur(off.P99), ratio(float64(on.P99), float64(off.P99)))
 	}
 	bare1, ok3 := s.Get(wl, Bare, 1)
-	for _, name := range []string{RWSliding, RWSlidingFunctions} {
+	for _, name := range []string{RWSliding, RWSlidingEvalsha} {
 		if rw, ok := s.Get(wl, name, 1); ok && ok3 {
 			fmt.Fprintf(&b, "Many keys at 1 caller, %s makes %s the decisions/s of the bare script, at %s its p99 (%s against %s).\n",
 				name, ratio(rw.PerSec, bare1.PerSec), ratio(float64(rw.P99), float64(bare1.P99)), fmtDur(rw.P99), fmtDur(bare1.P99))

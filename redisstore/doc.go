@@ -8,8 +8,9 @@
 // go-redis v9 client, and hand it to ratewarden.New (or to stack).
 // ParseURL and ClientFromURL read the connection URL forms.
 //
-// Every Check is one execution of one Lua script (EVALSHA, and EVAL when
-// Redis answers NOSCRIPT), so a check is atomic: all limits of the key, the
+// Every Check is one execution of one Lua script (on Redis 7 a function
+// of a library the Store loads itself, FCALL; else EVALSHA, and EVAL when
+// Redis answers NOSCRIPT: see WithFunctions), so a check is atomic: all limits of the key, the
 // cost and the expiry are decided and written together. The script takes
 // "now" from Redis TIME; the Store has no clock, so replicas whose clocks
 // disagree still agree on every decision, RetryAfter and ResetAfter. A

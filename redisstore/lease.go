@@ -169,6 +169,9 @@ type rescripter interface {
 func (e *rueidisEval) rescript(body string) evaluator {
 	r := newRueidisEval(e.c, clockLua+body)
 	r.ack = e.ack
+	if e.fn != "" {
+		r.useFunctions()
+	}
 	return r
 }
 

@@ -64,7 +64,7 @@ func commandStats(tb testing.TB, srv *testredis.Server) map[string]int64 {
 // scriptCalls is the number of EVALSHA and EVAL calls Redis has served.
 func scriptCalls(tb testing.TB, srv *testredis.Server) int64 {
 	m := commandStats(tb, srv)
-	return m["evalsha"] + m["eval"]
+	return m["evalsha"] + m["eval"] + m["fcall"]
 }
 
 var bg = context.Background()

@@ -344,7 +344,7 @@ func scriptCalls(t *testing.T, srv *testredis.Server) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m["evalsha"] + m["eval"]
+	return m["evalsha"] + m["eval"] + m["fcall"]
 }
 
 // startIn is the wall-clock start of a children's run: time for every

@@ -86,8 +86,9 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return func(c *config) { c.ack = replicaAck{replicas: int64(replicas), timeout: timeout} }
 }
 
-// WithFunctions runs the check script as a Redis function (FUNCTION LOAD,
-// then FCALL) instead of with EVALSHA, on Redis 7 and later (default off).
+// WithFunctions runs the scripts as Redis functions (FUNCTION LOAD, then
+// FCALL) instead of with EVALSHA, on Redis 7 and later (default on; off
+// sends every script with EVALSHA, and EVAL on NOSCRIPT).
 // An EVALSHA runs the whole script text, whose shared parts make some
 // thirty Lua closures on every call; a function library makes them once,
 // when it is loaded, which takes about 40% off the instructions Redis runs
@@ -164,7 +165,7 @@ func isGoRedisSharded(c redis.UniversalClient) bool {
 }
 
 func newStore(ev evaluator, sharded bool, opts []Option) (*Store, error) {
-	c := config{timeout: DefaultTimeout, prefix: DefaultPrefix, batching: true, batchSize: DefaultBatchSize, batchLanes: DefaultBatchLanes}
+	c := config{timeout: DefaultTimeout, prefix: DefaultPrefix, batching: true, batchSize: DefaultBatchSize, batchLanes: DefaultBatchLanes, functions: true}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("redisstore: nil Option: %w", ratewarden.ErrInvalidConfig)

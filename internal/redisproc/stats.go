@@ -72,10 +72,11 @@ func (s *Server) CommandCalls() (map[string]int64, error) {
 	return m, nil
 }
 
-// ScriptCalls returns how many EVALSHA and EVAL calls the server has run.
+// ScriptCalls returns how many script calls the server has run: EVALSHA,
+// EVAL and FCALL (redisstore runs its scripts as functions by default).
 func (s *Server) ScriptCalls() (int64, error) {
 	m, err := s.CommandCalls()
-	return m["evalsha"] + m["eval"], err
+	return m["evalsha"] + m["eval"] + m["fcall"], err
 }
 
 // Time returns the server's clock (TIME) in microseconds since the epoch:
