@@ -21,6 +21,7 @@ import (
 const BenchConfig = `
 policies:
   api: 1000000000/1h fixed_window
+  slots: {max_in_flight: 1000000, ttl: 1h}
 ---
 domain: bench
 descriptors:

@@ -231,3 +231,64 @@ func BenchmarkHTTPHandler(b *testing.B) {
 func dial(addr string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 }
+
+// BenchmarkHTTPHandlerBeyond is the service's work per pair of calls of
+// the endpoints beyond admission, served in process as in
+// BenchmarkHTTPHandler (64 callers, 1000 keys): acquire then release a
+// permit, and reserve then settle a reservation, beside one /v1/check,
+// the baseline of the same run. An op is a pair (or one check).
+func BenchmarkHTTPHandlerBeyond(b *testing.B) {
+	for _, kind := range []string{"memory", "redis"} {
+		b.Run(kind, func(b *testing.B) {
+			s := server.NewBenchServer(b, server.BenchBackend(b, kind))
+			h := s.Handler()
+			// serve answers one request and returns the string member
+			// field of its answer, found without decoding the rest.
+			serve := func(path, body, field string) string {
+				r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+				r.Header.Set("Content-Type", "application/json")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != http.StatusOK {
+					b.Errorf("%s: status %d: %s", path, w.Code, w.Body)
+					return ""
+				}
+				if field == "" {
+					return ""
+				}
+				_, v, _ := strings.Cut(w.Body.String(), `"`+field+`":"`)
+				v, _, _ = strings.Cut(v, `"`)
+				return v
+			}
+			pairs := map[string]func(key string){
+				"check": func(key string) { serve("/v1/check", `{"key":"`+key+`","policy":"api"}`, "") },
+				"acquire-release": func(key string) {
+					if p := serve("/v1/acquire", `{"key":"`+key+`","policy":"slots"}`, "permit"); p != "" {
+						serve("/v1/release", `{"permit":"`+p+`"}`, "")
+					}
+				},
+				"reserve-settle": func(key string) {
+					if r := serve("/v1/reserve", `{"key":"`+key+`","policy":"api","estimate":10}`, "reservation"); r != "" {
+						serve("/v1/settle", `{"reservation":"`+r+`","actual":3}`, "")
+					}
+				},
+			}
+			for _, name := range []string{"check", "acquire-release", "reserve-settle"} {
+				b.Run(name, func(b *testing.B) {
+					var n atomic.Int64
+					b.SetParallelism(benchCallers / 2)
+					b.ReportAllocs()
+					b.ResetTimer()
+					cpu := server.StartCPU()
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							pairs[name]("user-" + strconv.Itoa(int(n.Add(1)%1000)))
+						}
+					})
+					cpu.Stop(b)
+					server.NoDegraded(b, s)
+				})
+			}
+		})
+	}
+}

@@ -67,9 +67,9 @@ type member struct {
 	kind byte   // 's' string, 'n' integer
 }
 
-// decodeSimple decodes body (valid UTF-8) into v (a *CheckRequest or
-// *ResetRequest) and reports true when body is the simplest form of a
-// valid request: one
+// decodeSimple decodes body (valid UTF-8) into v (a pointer to one of
+// the /v1 request types) and reports true when body is the simplest form
+// of a valid request: one
 // object, each member named exactly as a field of v and at most once,
 // strings without escapes or U+FFFD, integers without fraction or
 // exponent that fit an int64. Then it decodes as decodeJSON would. On
@@ -85,8 +85,56 @@ func decodeSimple(body []byte, v any) bool {
 		return x.setSimple(ms)
 	case *ResetRequest:
 		return x.setSimple(ms)
+	case *AcquireRequest:
+		return setFields(ms, []simpleField{{name: "key", str: &x.Key}, {name: "policy", str: &x.Policy}})
+	case *ReleaseRequest:
+		return setFields(ms, []simpleField{{name: "permit", str: &x.Permit}})
+	case *ExtendRequest:
+		return setFields(ms, []simpleField{{name: "permit", str: &x.Permit}, {name: "ttl_ms", num: &x.TTLMS}})
+	case *ReserveRequest:
+		return setFields(ms, []simpleField{{name: "key", str: &x.Key}, {name: "policy", str: &x.Policy}, {name: "limit", str: &x.Limit}, {name: "estimate", num: &x.Estimate}})
+	case *SettleRequest:
+		return setFields(ms, []simpleField{{name: "reservation", str: &x.Reservation}, {name: "actual", num: &x.Actual}})
 	}
 	return false
+}
+
+// simpleField is a field of a request that decodeSimple can set: a
+// string (str) or an optional integer (num).
+type simpleField struct {
+	name string
+	str  *string
+	num  **int64
+}
+
+// setFields sets fs from ms when each member names one of fs, of its
+// kind, at most once (at most 4 fields); else it sets nothing and reports
+// false.
+func setFields(ms []member, fs []simpleField) bool {
+	var seen [4]bool
+	idx := make([]int, len(ms), 8) // within scanSimple's 8 members: on the stack
+	for j, m := range ms {
+		i := -1
+		for k := range fs {
+			if string(m.name) == fs[k].name {
+				i = k
+			}
+		}
+		if i < 0 || seen[i] || (fs[i].str != nil) != (m.kind == 's') {
+			return false
+		}
+		seen[i], idx[j] = true, i
+	}
+	for j, m := range ms {
+		f := fs[idx[j]]
+		if f.str != nil {
+			*f.str = string(m.str)
+		} else {
+			n := m.num
+			*f.num = &n
+		}
+	}
+	return true
 }
 
 // setSimple sets the fields of ms when each is a string field, or cost

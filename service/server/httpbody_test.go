@@ -40,11 +40,22 @@ var simpleBodies = []struct {
 	{`{"key":{"a":1}}`, false},                                         // nested
 	{`{"key":true}`, false},                                            // a boolean
 	{`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9}`, false}, // more members than the fast path holds
+	// The other request types' members: unknown to a check.
+	{`{"permit":"UAB-_x","ttl_ms":30000}`, false},
+	{`{"reservation":"UgAB","actual":0}`, false},
+	{`{"key":"k","policy":"p","estimate":40}`, false},
+	{`{"permit":"p","permit":"q"}`, false},
+	{`{"actual":"5","reservation":"r"}`, false},
+}
+
+// requestTypes makes one of each /v1 request type, zero.
+func requestTypes() []any {
+	return []any{new(CheckRequest), new(ResetRequest), new(AcquireRequest), new(ReleaseRequest), new(ExtendRequest), new(ReserveRequest), new(SettleRequest)}
 }
 
 // TestDecodeSimple: decodeSimple takes the simple bodies, and whenever it
 // takes a body, the full decoder accepts it too and decodes the same
-// request, for both request types.
+// request, for every request type.
 func TestDecodeSimple(t *testing.T) {
 	for _, c := range simpleBodies {
 		var in CheckRequest
@@ -64,6 +75,20 @@ func TestDecodeSimple(t *testing.T) {
 	}
 	if decodeSimple([]byte(`{"key":"k","cost":1}`), &rs) {
 		t.Error("a reset took a cost")
+	}
+	var ex ExtendRequest
+	if !decodeSimple([]byte(`{"ttl_ms":250,"permit":"p"}`), &ex) || ex.Permit != "p" || ex.TTLMS == nil || *ex.TTLMS != 250 {
+		t.Errorf("decoded %+v", ex)
+	}
+	var rv ReserveRequest
+	if !decodeSimple([]byte(`{"key":"k","limit":"10/1m","estimate":0}`), &rv) || rv.Key != "k" || rv.Limit != "10/1m" || rv.Estimate == nil || *rv.Estimate != 0 {
+		t.Errorf("decoded %+v", rv)
+	}
+	var st SettleRequest
+	for _, body := range []string{`{"reservation":"r","actual":"1"}`, `{"reservation":1}`, `{"reservation":"r","actual":1,"key":"k"}`, `{"actual":1,"actual":2}`} {
+		if decodeSimple([]byte(body), &st) || st != (SettleRequest{}) {
+			t.Errorf("decodeSimple took %s into a settlement: %+v", body, st)
+		}
 	}
 }
 
@@ -85,8 +110,9 @@ func sameAsFull(t *testing.T, body []byte) {
 	if !utf8.Valid(body) {
 		return
 	}
-	for _, pair := range [][2]any{{new(CheckRequest), new(CheckRequest)}, {new(ResetRequest), new(ResetRequest)}} {
-		fast, full := pair[0], pair[1]
+	fulls := requestTypes()
+	for i, fast := range requestTypes() {
+		full := fulls[i]
 		if !decodeSimple(body, fast) {
 			if !reflect.ValueOf(fast).Elem().IsZero() {
 				t.Errorf("%q: decodeSimple refused the body but changed the request: %+v", body, fast)
