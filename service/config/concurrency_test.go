@@ -38,7 +38,12 @@ policies:
 	if got := cfg.Policies["jobs"].Failure; got != config.FailClosed {
 		t.Errorf("jobs: failure %q", got)
 	}
-	if got := cfg.Policies["jobs"].Concurrency.String(); got != "max_in_flight 10, ttl 30s" {
+	for name, want := range map[string]string{"jobs": "max_in_flight 10, ttl 30s", "exports": "max_in_flight 1, ttl 1500ms"} {
+		if got := cfg.Policies[name].Concurrency.String(); got != want {
+			t.Errorf("%s: String() = %q, want %q", name, got, want)
+		}
+	}
+	if got := (&config.Concurrency{MaxInFlight: 2, TTL: time.Hour}).String(); got != "max_in_flight 2, ttl 1h" {
 		t.Errorf("String() = %q", got)
 	}
 	if p := cfg.Policies["api"]; p.Concurrency != nil || p.Limit != ratewarden.PerMinute(100) {

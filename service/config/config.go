@@ -116,10 +116,12 @@ type Concurrency struct {
 	TTL time.Duration
 }
 
-// String is the concurrency limit as the config dump shows it, e.g.
-// "max_in_flight 10, ttl 30s".
+// String is the concurrency limit as the config dump shows it, its ttl in
+// the config's grammar: "max_in_flight 10, ttl 30s", "..., ttl 1h".
 func (c *Concurrency) String() string {
-	return fmt.Sprintf("max_in_flight %d, ttl %v", c.MaxInFlight, c.TTL)
+	// A Limit's String writes a period as the config reads it.
+	ttl := strings.TrimPrefix(ratewarden.Limit{Rate: 1, Period: c.TTL, Algorithm: ratewarden.DefaultAlgorithm(1)}.String(), "1/")
+	return fmt.Sprintf("max_in_flight %d, ttl %s", c.MaxInFlight, ttl)
 }
 
 // Domain is one Envoy rate limit domain: a tree of descriptors.

@@ -106,6 +106,9 @@ func TestAcquireReleaseExtend(t *testing.T) {
 	if m := get(t, s, "/metrics"); strings.Contains(m.raw, "tenant-1") {
 		t.Error("a caller key shows in /metrics")
 	}
+	if dump := get(t, s, "/rlconfig"); !strings.Contains(dump.raw, "\npolicy jobs: max_in_flight 3, ttl 1h\n") || !strings.Contains(dump.raw, "\npolicy api: 100/1h fixed_window, shadow_mode: false\n") {
+		t.Errorf("/rlconfig:\n%s", dump.raw)
+	}
 }
 
 // TestPermitExpires: a permit not extended within its ttl is lost (410)
