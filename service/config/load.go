@@ -578,7 +578,7 @@ func (p *parser) policyLimit(f field, what string, pf policyFields) (ratewarden.
 	if !ok {
 		return ratewarden.Limit{}, false
 	}
-	pl, err := ratewarden.ParseLimit("1/" + pf.period)
+	period, err := parsePeriod(pf.period) // not ParseLimit alone: "1m burst 2 token_bucket" is no period
 	if err != nil {
 		p.errf(f.key, "%s: period %q: want a count and a unit ms, s, m, h or d, e.g. 1m", what, pf.period)
 		return ratewarden.Limit{}, false
@@ -587,7 +587,7 @@ func (p *parser) policyLimit(f field, what string, pf policyFields) (ratewarden.
 	if !pf.algSet {
 		alg = ratewarden.DefaultAlgorithm(pf.rate)
 	}
-	lim := ratewarden.Limit{Algorithm: alg, Rate: pf.rate, Period: pl.Period}
+	lim := ratewarden.Limit{Algorithm: alg, Rate: pf.rate, Period: period}
 	if pf.burst != limitUnset {
 		lim.Burst = pf.burst
 	}

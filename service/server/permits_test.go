@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
@@ -134,10 +135,16 @@ func TestPermitBadInput(t *testing.T) {
 	s := start(t, memBackend(t), server.WithConfig(parseConfig(t, permitPolicies)), server.WithMaxKeyBytes(16))
 	good := permitOf(t, "acquire", acquire(t, s, "k", "jobs"))
 	other := permitOf(t, "acquire", acquire(t, s, "k", "jobs"))
-	// A permit differing in one character: its holder, key or policy no
-	// longer match anything held.
-	forged := []byte(good)
-	forged[len(forged)/2] ^= 1
+	// A permit for the same key and policy with a guessed holder (the
+	// holder is bytes 2 to 17 of the token): it matches nothing held.
+	raw, err := base64.RawURLEncoding.DecodeString(good)
+	if err != nil || len(raw) < 18 {
+		t.Fatalf("permit %q: %v", good, err)
+	}
+	for i := 2; i < 18; i++ {
+		raw[i] ^= 0x5a
+	}
+	forged := base64.RawURLEncoding.EncodeToString(raw)
 	cases := []struct {
 		path, body string
 		status     int
@@ -157,7 +164,8 @@ func TestPermitBadInput(t *testing.T) {
 		{"/v1/release", `{}`, 400, `field "permit" is required`},
 		{"/v1/release", `{"permit":"not a permit"}`, 400, `field "permit": not a permit of this service`},
 		{"/v1/release", `{"permit":"UAA"}`, 400, `not a permit of this service`},
-		{"/v1/release", `{"permit":"` + string(forged) + `"}`, -1, ``},
+		{"/v1/release", `{"permit":"` + forged + `"}`, -1, ``},
+		{"/v1/extend", `{"permit":"` + forged + `"}`, 410, `acquire a new one`},
 		{"/v1/extend", `{"permit":"` + other + `","ttl_ms":0}`, 400, `field "ttl_ms" must be between 1 and 3600000 (policy "jobs"'s ttl), got 0`},
 		{"/v1/extend", `{"permit":"` + other + `","ttl_ms":3600001}`, 400, `field "ttl_ms" must be between 1 and 3600000`},
 		{"/v1/extend", `{"permit":"` + other + `","ttl_ms":"1h"}`, 400, `field "ttl_ms": want a whole number`},
@@ -166,10 +174,9 @@ func TestPermitBadInput(t *testing.T) {
 	for _, c := range cases {
 		r := post(t, s, c.path, c.body)
 		if c.status == -1 {
-			// Forged: a 400 (it no longer decodes) or a permit held by
-			// nobody; never the real one released.
-			if r.status == 200 && r.body["released"] != false {
-				t.Fatalf("%s %s released something: %s", c.path, c.body, r.raw)
+			// Forged: a permit held by nobody; the real one stays held.
+			if r.status != 200 || r.body["released"] != false {
+				t.Fatalf("%s %s: %d %s", c.path, c.body, r.status, r.raw)
 			}
 			continue
 		}
