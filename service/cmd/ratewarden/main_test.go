@@ -55,7 +55,7 @@ func writeFile(t *testing.T, dir, name, content string) string {
 
 func TestConfigValidate(t *testing.T) {
 	code, out, errs := runArgs("config", "validate", filepath.Join("..", "..", "..", "examples", "config"))
-	if code != 0 || !strings.HasPrefix(out, "OK: 4 policies, 2 domains in ") {
+	if code != 0 || !strings.HasPrefix(out, "OK: 5 policies, 2 domains in ") {
 		t.Fatalf("valid examples: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 	bad := filepath.Join("..", "..", "config", "testdata", "invalid", "many_problems.yaml")
