@@ -327,3 +327,75 @@ func TestPermitExtendKeepsIt(t *testing.T) {
 		}
 	})
 }
+
+// TestPermitOf: a permit named by key and holder, as another replica (or a
+// service's client) knows it, releases and extends the permit Acquire took.
+func TestPermitOf(t *testing.T) {
+	_, l, _ := newCounting(t)
+	bg := context.Background()
+	p, err := l.Acquire(bg, "jobs", 1, time.Minute)
+	if err != nil || !p.Acquired || p.Key() != "jobs" || len(p.Holder()) < 26 {
+		t.Fatalf("Acquire: %+v, %v; want a permit with a 128-bit holder", p, err)
+	}
+	q, err := l.PermitOf(p.Key(), p.Holder())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Extend(bg, time.Hour); err != nil {
+		t.Fatalf("Extend through PermitOf: %v", err)
+	}
+	if err := q.Release(bg); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := l.Acquire(bg, "jobs", 1, time.Minute); !r.Acquired {
+		t.Fatal("the permit released through PermitOf is still held")
+	}
+	guessed, _ := l.PermitOf("jobs", "not-the-holder")
+	if err := guessed.Extend(bg, time.Hour); !errors.Is(err, ratewarden.ErrPermitLost) {
+		t.Fatalf("Extend of a guessed holder: %v, want ErrPermitLost", err)
+	}
+	for _, tc := range [][2]string{{"", "h"}, {"k", ""}} {
+		if _, err := l.PermitOf(tc[0], tc[1]); !errors.Is(err, ratewarden.ErrInvalidKey) {
+			t.Errorf("PermitOf(%q, %q): %v, want ErrInvalidKey", tc[0], tc[1], err)
+		}
+	}
+	if err := ratewarden.ValidatePermit(0, time.Minute); !errors.Is(err, ratewarden.ErrInvalidLimit) {
+		t.Errorf("ValidatePermit(0, 1m): %v", err)
+	}
+}
+
+// TestReservationOf: a reservation rebuilt from what Reserve returned
+// settles exactly as the original would, FailOpen limits left out.
+func TestReservationOf(t *testing.T) {
+	_, l, _ := newCounting(t)
+	bg := context.Background()
+	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: 24 * time.Hour}
+	rv, err := l.Reserve(bg, "tenant", 100, lim)
+	if err != nil || !rv.Allowed {
+		t.Fatal(rv, err)
+	}
+	again, err := l.ReservationOf("tenant", 100, rv.Admitted(), rv.Decision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := again.Settle(bg, 30); err != nil || st.Applied[0] != -70 {
+		t.Fatalf("Settle of the rebuilt reservation: %+v, %v; want 70 given back", st, err)
+	}
+	if r, _ := l.Peek(bg, "tenant", lim); r.Remaining != 970 {
+		t.Fatalf("Remaining %d after settling 30 of 100, want 970", r.Remaining)
+	}
+	open := rv.Decision
+	open.Results = []ratewarden.Result{open.Results[0]}
+	open.Results[0].Source = ratewarden.SourceFailOpen
+	fo, _ := l.ReservationOf("tenant", 100, rv.Admitted(), open)
+	if st, err := fo.Settle(bg, 0); err != nil || st.Applied[0] != 0 {
+		t.Fatalf("Settle of a rebuilt FailOpen admission: %+v, %v; want nothing applied", st, err)
+	}
+	bad := rv.Decision
+	if _, err := l.ReservationOf("tenant", 1001, rv.Admitted(), bad); !errors.Is(err, ratewarden.ErrInvalidCost) {
+		t.Fatalf("ReservationOf with an estimate above capacity: %v", err)
+	}
+	if _, err := l.ReservationOf("tenant", 1, rv.Admitted(), ratewarden.Decision{Allowed: true}); !errors.Is(err, ratewarden.ErrInvalidLimit) {
+		t.Fatalf("ReservationOf without limits: %v", err)
+	}
+}

@@ -548,3 +548,66 @@ func ExamplePermit_Extend() {
 	// <nil>
 	// true
 }
+
+// PermitOf names a permit by its key and holder, as a service hands it to
+// a client and gets it back, or as another replica learns of it.
+func ExampleLimiter_PermitOf() {
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := limiter.Acquire(ctx, "jobs:acme", 1, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	key, holder := p.Key(), p.Holder() // sent to the client, sent back later
+	q, err := limiter.PermitOf(key, holder)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(q.Release(ctx))
+	p, err = limiter.Acquire(ctx, "jobs:acme", 1, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("acquired again:", p.Acquired)
+	// Output:
+	// <nil>
+	// acquired again: true
+}
+
+// ReservationOf rebuilds a reservation from what Reserve returned, to
+// settle it later, elsewhere.
+func ExampleLimiter_ReservationOf() {
+	store, err := memstore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := ratewarden.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	daily := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: 24 * time.Hour}
+	rv, err := limiter.Reserve(ctx, "tenant:7", 100, daily)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Kept in a token: the key, the estimate, Admitted and the Decision.
+	again, err := limiter.ReservationOf("tenant:7", 100, rv.Admitted(), rv.Decision)
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := again.Settle(ctx, 40)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("given back:", -st.Delta)
+	// Output:
+	// given back: 60
+}

@@ -40,6 +40,36 @@ type Permit struct {
 // (by a failure policy).
 func (p *Permit) Degraded() bool { return p.Source.Degraded() }
 
+// Key returns the key the permit counts against.
+func (p *Permit) Key() string { return p.key }
+
+// Holder returns the identifier the store knows the permit by: 128 random
+// bits, as text. With the key it names the permit on every replica
+// (PermitOf); whoever has both can release or extend it, so hand it only
+// to the permit's owner.
+func (p *Permit) Holder() string { return p.holder }
+
+// PermitOf returns a handle on the permit holder holds of key, acquired
+// elsewhere: on another replica, or by a client of a service that kept
+// key and Holder. Release and Extend act on it as on the Permit Acquire
+// returned (Acquired is true, Held and Max are not known: 0). Nothing is
+// asked of the store: a permit that has expired is found lost by Extend,
+// and Release of it does nothing. key and holder must not be empty
+// (ErrInvalidKey), and the store must implement PermitStore
+// (ErrInvalidConfig).
+func (l *Limiter) PermitOf(key, holder string) (*Permit, error) {
+	if err := validateKey("", key); err != nil {
+		return nil, err
+	}
+	if holder == "" {
+		return nil, fmt.Errorf("ratewarden: permit holder must not be empty: %w", ErrInvalidKey)
+	}
+	if _, ok := l.store.(PermitStore); !ok {
+		return nil, fmt.Errorf("ratewarden: permit: the store (%T) holds no concurrency limits: it is not a ratewarden.PermitStore: %w", l.store, ErrInvalidConfig)
+	}
+	return &Permit{Acquired: true, l: l, key: key, holder: holder}, nil
+}
+
 // Acquire takes one of max permits of key for ttl, when fewer than max are
 // held on all replicas together, and reports in the Permit whether it got
 // one; at max, nothing changes and Permit.Acquired is false (over the
@@ -95,7 +125,7 @@ func (l *Limiter) permitStore(key string, max int64, ttl time.Duration) (PermitS
 	if err := validateKey("", key); err != nil {
 		return nil, err
 	}
-	if err := validatePermit(max, ttl); err != nil {
+	if err := ValidatePermit(max, ttl); err != nil {
 		return nil, err
 	}
 	ps, ok := l.store.(PermitStore)
@@ -105,8 +135,11 @@ func (l *Limiter) permitStore(key string, max int64, ttl time.Duration) (PermitS
 	return ps, nil
 }
 
-// validatePermit checks a concurrency limit's max and ttl.
-func validatePermit(max int64, ttl time.Duration) error {
+// ValidatePermit reports the first problem with a concurrency limit's max
+// and ttl, as Acquire checks them: an error wrapping ErrInvalidLimit, or
+// nil. A service that reads concurrency limits from its configuration
+// checks them with it when it loads them.
+func ValidatePermit(max int64, ttl time.Duration) error {
 	switch {
 	case max < 1 || max > MaxPermits:
 		return fmt.Errorf("ratewarden: max permits must be between 1 and %d, got %d: %w", MaxPermits, max, ErrInvalidLimit)
@@ -141,7 +174,7 @@ func (p *Permit) Release(ctx context.Context) error {
 // it guarded is no longer counted), or was released or never acquired.
 // ttl must be MinPeriod to MaxPeriod (ErrInvalidLimit).
 func (p *Permit) Extend(ctx context.Context, ttl time.Duration) error {
-	if err := validatePermit(max(p.Max, 1), ttl); err != nil {
+	if err := ValidatePermit(max(p.Max, 1), ttl); err != nil {
 		return err
 	}
 	p.mu.Lock()

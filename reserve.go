@@ -122,6 +122,38 @@ func (r *Reservation) Settle(ctx context.Context, actual int64) (Settlement, err
 	return s, nil
 }
 
+// Admitted returns when the store's admission of the reservation arrived,
+// on this replica's clock: Settle dates the settlement from it.
+func (r *Reservation) Admitted() time.Time { return r.at }
+
+// ReservationOf rebuilds, for Settle, a reservation admitted elsewhere:
+// d is its admission as Reserve returned it (Allowed, and per limit its
+// Result, whose Limit and Source Settle uses), key and estimate what was
+// reserved, admitted its Admitted time (a replica's clock; the time since
+// it dates the settlement). A service that hands reservations to its
+// clients as tokens rebuilds them so when they come back. It validates
+// key, the limits and estimate as Reserve does, and the store must be a
+// Charger (ErrInvalidConfig). Nothing is asked of the store; settling it
+// twice, once here and once elsewhere, cannot be told apart: the caller
+// that hands out tokens keeps its own record.
+func (l *Limiter) ReservationOf(key string, estimate int64, admitted time.Time, d Decision) (*Reservation, error) {
+	limits := make([]Limit, len(d.Results))
+	for i, r := range d.Results {
+		limits[i] = r.Limit
+	}
+	if err := validateCheck("", key, limits, estimate); err != nil {
+		return nil, err
+	}
+	if _, ok := l.store.(Charger); !ok {
+		return nil, fmt.Errorf("ratewarden: reservation: the store (%T) cannot settle costs: it is not a ratewarden.Charger: %w", l.store, ErrInvalidConfig)
+	}
+	res := append([]Result(nil), d.Results...)
+	return &Reservation{
+		Decision: Decision{Allowed: d.Allowed, Results: res},
+		l:        l, key: key, limits: limits, estimate: estimate, at: admitted,
+	}, nil
+}
+
 // Cancel gives the whole estimate back: Settle(ctx, 0), for work that
 // did not happen.
 func (r *Reservation) Cancel(ctx context.Context) (Settlement, error) {
