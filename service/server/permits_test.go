@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/server"
 )
 
@@ -202,4 +204,49 @@ func TestPermitOfRemovedPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	isProblem(t, "release", post(t, s, "/v1/release", fmt.Sprintf(`{"permit":%q}`, p)), 400, `its policy "jobs" is no longer a configured concurrency policy`)
+}
+
+// bareBackend hands out its backend's stores as plain ratewarden.Stores,
+// which neither hold permits nor settle costs.
+type bareBackend struct{ server.Backend }
+
+type bareStore struct{ ratewarden.Store }
+
+func (b bareBackend) Store(fp config.FailurePolicy) (ratewarden.Store, error) {
+	st, err := b.Backend.Store(fp)
+	if err != nil {
+		return nil, err
+	}
+	return bareStore{st}, nil
+}
+
+// TestStoreWithoutPermitsOrSettlement: on a store that can neither hold
+// permits nor settle costs, acquisitions, reservations, releases and
+// settlements are 503s that ask the store nothing; checks still decide.
+func TestStoreWithoutPermitsOrSettlement(t *testing.T) {
+	policies := server.WithConfig(parseConfig(t, permitPolicies+"  tokens: 100/1h\n"))
+	secret := server.WithReservationSecrets([]byte("a secret both servers hold, 32 b"))
+	full := start(t, memBackend(t), policies, secret)
+	bare := start(t, bareBackend{memBackend(t)}, policies, secret)
+
+	isProblem(t, "acquire", acquire(t, bare, "k", "jobs"), 503, "could not decide")
+	isProblem(t, "reserve", post(t, bare, "/v1/reserve", `{"key":"k","policy":"tokens","estimate":1}`), 503, "could not decide")
+	p := permitOf(t, "acquire elsewhere", acquire(t, full, "k", "jobs"))
+	isProblem(t, "release", post(t, bare, "/v1/release", fmt.Sprintf(`{"permit":%q}`, p)), 503, "could not decide")
+	isProblem(t, "extend", post(t, bare, "/v1/extend", fmt.Sprintf(`{"permit":%q}`, p)), 503, "could not decide")
+	_, tok := reserve(t, full, `{"key":"k","policy":"tokens","estimate":5}`)
+	isProblem(t, "settle", settle(t, bare, tok, 1), 503, "could not decide")
+	if r := post(t, bare, "/v1/check", `{"key":"k","policy":"tokens"}`); r.status != 200 || r.body["allowed"] != true {
+		t.Fatalf("check: %d %s", r.status, r.raw)
+	}
+	for op, want := range map[string]float64{"check": 1, "acquire": 0, "release": 0, "extend": 0, "charge": 0} {
+		if got := metric(t, bare, "ratewarden_store_duration_seconds_count", `op="`+op+`"`); got != want {
+			t.Errorf("%v %s store calls timed, want %v", got, op, want)
+		}
+	}
+	// Nothing changed where the permit and the reservation are held.
+	if r := post(t, full, "/v1/release", fmt.Sprintf(`{"permit":%q}`, p)); r.status != 200 || r.body["released"] != true {
+		t.Errorf("release where it was acquired: %d %s", r.status, r.raw)
+	}
+	wantSettled(t, "settle where it was reserved", settle(t, full, tok, 1), -4, -4)
 }
