@@ -130,9 +130,11 @@ var opNames = [numOps]string{"check", "peek", "reset", "charge", "acquire", "rel
 // store failure (ratewarden.Classify).
 //
 // It is a ratewarden.Charger and a ratewarden.PermitStore whatever the
-// backend's store is, so that the Limiter offers Reserve and the server
-// reaches permits through it; a call the backend's store cannot take
-// (it is not one) is an error wrapping ratewarden.ErrInvalidConfig.
+// backend's store is, so that the Limiter offers Reserve, Acquire and
+// PermitOf. A charge the backend's store cannot take is an error wrapping
+// ratewarden.ErrInvalidConfig; a permit call, one wrapping
+// ratewarden.ErrStoreUnavailable, asking the store nothing: the backend
+// cannot serve the endpoint (503), whatever the caller sent.
 type meteredStore struct {
 	ratewarden.Store
 	charger ratewarden.Charger     // the Store as one, or nil
@@ -226,11 +228,26 @@ func (s *meteredStore) permitCall(ctx context.Context, op int, call func(context
 	held, err := call(tctx, s.permits)
 	s.observe(ctx, op, start, err)
 	span.endHeld(held, err)
+	if out, _ := ctx.Value(permitOutcomeKey{}).(*bool); out != nil {
+		*out = held
+	}
 	return held, err
 }
 
+// permitOutcomeKey marks a context (withPermitOutcome) in which a Release
+// or Extend reports whether the store held the permit.
+type permitOutcomeKey struct{}
+
+// withPermitOutcome returns ctx and where the metered store will write
+// whether the permit a Release or Extend made with it was held:
+// ratewarden.Permit.Release does not say, and /v1/release answers it.
+func withPermitOutcome(ctx context.Context) (context.Context, *bool) {
+	held := new(bool)
+	return context.WithValue(ctx, permitOutcomeKey{}, held), held
+}
+
 func (s *meteredStore) noPermits(op string) error {
-	return fmt.Errorf("server: %s: the %s store (%T) holds no concurrency limits: %w", op, s.fp, s.Store, ratewarden.ErrInvalidConfig)
+	return fmt.Errorf("server: %s: the %s store (%T) holds no concurrency limits: %w", op, s.fp, s.Store, ratewarden.ErrStoreUnavailable)
 }
 
 func (s *meteredStore) observe(ctx context.Context, op int, start time.Time, err error) {

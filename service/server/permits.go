@@ -1,13 +1,13 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
-	"github.com/ratewarden/ratewarden/service/config"
 )
 
 // AcquireRequest is the body of POST /v1/acquire.
@@ -112,7 +112,7 @@ func (s *Server) permitPolicy(permit string) (permitToken, *policyPlan, *apiErro
 		return permitToken{}, nil, newProblem(probInvalid, `field "permit" is required`)
 	}
 	tok, err := decodePermit(permit)
-	if err != nil || tok.key == "" {
+	if err != nil {
 		return permitToken{}, nil, newProblem(probInvalid, `field "permit": not a permit of this service (send it back as /v1/acquire gave it)`)
 	}
 	pp := s.snap.Load().plan.policies[tok.policy]
@@ -122,24 +122,9 @@ func (s *Server) permitPolicy(permit string) (permitToken, *policyPlan, *apiErro
 	return tok, pp, nil
 }
 
-// permitStore is the PermitStore under the Limiter of failure policy fp:
-// store calls through it are metered as the Limiter's are.
-func (s *Server) permitStore(fp config.FailurePolicy) (ratewarden.PermitStore, error) {
-	lim, err := s.limiter(fp)
-	if err != nil {
-		return nil, err
-	}
-	ms := lim.Store().(*meteredStore)
-	if ms.permits == nil {
-		return nil, fmt.Errorf("server: the %s store holds no concurrency limits: %w", fp, ratewarden.ErrStoreUnavailable)
-	}
-	return ms, nil
-}
-
-// handleAcquire answers POST /v1/acquire. It calls the store's
-// PermitStore itself, with a holder of its own making, rather than
-// Limiter.Acquire, which keeps its holder to itself: the holder must go
-// into the permit so that any replica can end it.
+// handleAcquire answers POST /v1/acquire: Limiter.Acquire under the
+// policy's failure policy, the permit's holder handed to the caller so
+// that any replica can end the permit (Limiter.PermitOf).
 func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 	var in AcquireRequest
 	if e := decodeBody(r, &in); e != nil {
@@ -152,48 +137,56 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := pp.p.Concurrency
-	tok := permitToken{holder: newID(), policy: in.Policy, key: in.Key}
-	ps, err := s.permitStore(pp.fp)
-	var pr ratewarden.PermitResult
+	lim, err := s.limiter(pp.fp)
+	var p *ratewarden.Permit
 	if err == nil {
-		// The config bounds max and ttl as Limiter.Acquire would.
-		pr, err = ps.Acquire(r.Context(), pp.keyPrefix+in.Key, tok.holderID(), c.MaxInFlight, c.TTL)
+		p, err = lim.Acquire(r.Context(), pp.keyPrefix+in.Key, c.MaxInFlight, c.TTL)
 	}
 	if err != nil {
 		s.writeError(w, r, err, in.Key)
 		return
 	}
-	pp.series.decision(s.m, &ratewarden.Result{Allowed: pr.Acquired, Source: pr.Source}, false)
+	pp.series.decision(s.m, &ratewarden.Result{Allowed: p.Acquired, Source: p.Source}, false)
 	a := Acquisition{
-		Acquired:     pr.Acquired,
+		Acquired:     p.Acquired,
 		Key:          in.Key,
 		Policy:       in.Policy,
-		Held:         pr.Held,
+		Held:         p.Held,
 		Max:          c.MaxInFlight,
 		TTLMS:        ceilMillis(c.TTL),
-		RetryAfterMS: ceilMillis(pr.RetryAfter),
-		Source:       pr.Source.String(),
-		Degraded:     pr.Source.Degraded(),
+		RetryAfterMS: ceilMillis(p.RetryAfter),
+		Source:       p.Source.String(),
+		Degraded:     p.Degraded(),
 	}
-	if pr.Acquired {
-		tok.nowhere = pr.Source == ratewarden.SourceFailOpen
+	if p.Acquired {
+		tok := permitToken{holder: p.Holder(), nowhere: p.Source == ratewarden.SourceFailOpen, policy: in.Policy, key: in.Key}
 		a.Permit = tok.encode()
 		writeJSON(w, http.StatusOK, &a)
 		return
 	}
-	retry := max((pr.RetryAfter+999_999_999)/1_000_000_000, 1) // whole seconds, rounded up, at least 1
+	retry := max((p.RetryAfter+999_999_999)/1_000_000_000, 1) // whole seconds, rounded up, at least 1
 	w.Header().Set("Retry-After", strconv.FormatInt(int64(retry), 10))
 	body := acquireDenied{
 		Type:        ProblemBase + probInFlight.slug,
 		Title:       probInFlight.title,
 		Status:      probInFlight.status,
-		Detail:      fmt.Sprintf("%d of %d permits of this key are held; retry in %d ms", pr.Held, c.MaxInFlight, a.RetryAfterMS),
+		Detail:      fmt.Sprintf("%d of %d permits of this key are held; retry in %d ms", p.Held, c.MaxInFlight, a.RetryAfterMS),
 		Acquisition: a,
 	}
-	if pr.Source == ratewarden.SourceFailClosed {
+	if p.Source == ratewarden.SourceFailClosed {
 		body.Detail = fmt.Sprintf("the shared store cannot decide and policy %q fails closed; retry in %d ms", in.Policy, a.RetryAfterMS)
 	}
 	writeProblemJSON(w, body.Status, &body)
+}
+
+// permitOf is the permit tok names, under the Limiter of its policy's
+// failure policy.
+func (s *Server) permitOf(tok permitToken, pp *policyPlan) (*ratewarden.Permit, error) {
+	lim, err := s.limiter(pp.fp)
+	if err != nil {
+		return nil, err
+	}
+	return lim.PermitOf(pp.keyPrefix+tok.key, tok.holder)
 }
 
 // handleRelease answers POST /v1/release: 200 {"released": bool}.
@@ -208,16 +201,18 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, e)
 		return
 	}
-	released := false
+	released := false // a fail_open permit is held nowhere: nothing to release
 	if !tok.nowhere {
-		ps, err := s.permitStore(pp.fp)
+		ctx, held := withPermitOutcome(r.Context())
+		p, err := s.permitOf(tok, pp)
 		if err == nil {
-			released, err = ps.Release(r.Context(), pp.keyPrefix+tok.key, tok.holderID())
+			err = p.Release(ctx)
 		}
 		if err != nil {
 			s.writeError(w, r, err, tok.key)
 			return
 		}
+		released = *held
 	}
 	result := "released"
 	if !released {
@@ -249,20 +244,21 @@ func (s *Server) handleExtend(w http.ResponseWriter, r *http.Request) {
 		}
 		ttl = time.Duration(*in.TTLMS) * time.Millisecond
 	}
-	held := true // a fail_open permit is held nowhere: nothing to extend
+	var err error // a fail_open permit is held nowhere: nothing to extend
 	if !tok.nowhere {
-		ps, err := s.permitStore(pp.fp)
+		var p *ratewarden.Permit
+		p, err = s.permitOf(tok, pp)
 		if err == nil {
-			held, err = ps.Extend(r.Context(), pp.keyPrefix+tok.key, tok.holderID(), ttl)
-		}
-		if err != nil {
-			s.writeError(w, r, err, tok.key)
-			return
+			err = p.Extend(r.Context(), ttl)
 		}
 	}
-	if !held {
+	switch {
+	case errors.Is(err, ratewarden.ErrPermitLost):
 		s.m.permits.WithLabelValues(tok.policy, "extend", "lost").Inc()
 		s.writeProblem(w, newProblem(probPermitLost, "the permit expired (or was released) before it was extended; the work it guarded is no longer counted: acquire a new one"))
+		return
+	case err != nil:
+		s.writeError(w, r, err, tok.key)
 		return
 	}
 	s.m.permits.WithLabelValues(tok.policy, "extend", "extended").Inc()

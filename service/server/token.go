@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"time"
 )
@@ -16,18 +15,21 @@ import (
 // (POST /v1/acquire, taken by /v1/release and /v1/extend) and a
 // reservation (POST /v1/reserve, taken by /v1/settle). Their first byte
 // names the kind and its layout, so that one is never read as the other
-// and a later layout can be told apart.
+// and a later layout can be told apart ('P' was a permit's first layout,
+// before it carried what ratewarden.Limiter.PermitOf takes; it is read as
+// no token at all).
 //
-// A permit is not signed: what protects it is its holder, 128 random bits
-// that the store knows the permit by, so a caller cannot release or extend
-// a permit it was not given, and every replica takes every other one's
-// permits with no secret to share. A reservation is signed (HMAC-SHA256,
-// truncated to 128 bits) because what it carries decides what a
-// settlement charges or refunds, and where.
+// A permit is not signed: what protects it is its holder, the 128 random
+// bits (or more) as text that ratewarden.Permit.Holder names it by in the
+// store, so a caller cannot release or extend a permit it was not given,
+// and every replica takes every other one's permits with no secret to
+// share. A reservation is signed (HMAC-SHA256, truncated to 128 bits)
+// because what it carries decides what a settlement charges or refunds,
+// and where.
 const (
-	permitTag      = 'P'
+	permitTag      = 'p'
 	reservationTag = 'R'
-	idBytes        = 16 // a permit's holder, a reservation's id: 128 random bits
+	idBytes        = 16 // a reservation's id: 128 random bits
 	macBytes       = 16
 	// MinSecretBytes is the shortest secret WithReservationSecrets takes.
 	MinSecretBytes = 16
@@ -39,9 +41,10 @@ var b64 = base64.RawURLEncoding.Strict() // one string per token: no stray bits 
 // learns nothing from which check failed.
 var errToken = errors.New("not a token of this service")
 
-// permitToken is what a permit carries.
+// permitToken is what a permit carries: with the policy's key prefix,
+// what ratewarden.Limiter.PermitOf takes.
 type permitToken struct {
-	holder [idBytes]byte
+	holder string // ratewarden.Permit.Holder
 	// nowhere: granted by fail_open while the store could not decide,
 	// and held nowhere, so release and extend have nothing to do.
 	nowhere bool
@@ -49,30 +52,32 @@ type permitToken struct {
 	key     string // the caller's key
 }
 
-// holderID is the holder the store knows the permit by.
-func (p *permitToken) holderID() string { return hex.EncodeToString(p.holder[:]) }
-
+// encode lays the permit out as its tag, the holder's length (shifted
+// left one bit, nowhere in the low bit), the holder, the policy and the
+// key. The holder starts at byte 2 while it is under 64 bytes.
 func (p *permitToken) encode() string {
-	b := make([]byte, 0, 2+idBytes+2*binary.MaxVarintLen64+len(p.policy)+len(p.key))
-	b = append(b, permitTag, boolByte(p.nowhere))
-	b = append(b, p.holder[:]...)
+	b := make([]byte, 0, 1+3*binary.MaxVarintLen64+len(p.holder)+len(p.policy)+len(p.key))
+	b = append(b, permitTag)
+	b = binary.AppendUvarint(b, uint64(len(p.holder))<<1|uint64(boolByte(p.nowhere)))
+	b = append(b, p.holder...)
 	b = appendString(b, p.policy)
 	b = appendString(b, p.key)
 	return b64.EncodeToString(b)
 }
 
-// decodePermit reads a permit; errToken when s is not one.
+// decodePermit reads a permit; errToken when s is not one, or names no
+// holder or no key.
 func decodePermit(s string) (permitToken, error) {
 	b, err := b64.DecodeString(s)
-	if err != nil || len(b) < 2+idBytes || b[0] != permitTag || b[1] > 1 {
+	if err != nil || len(b) < 2 || b[0] != permitTag {
 		return permitToken{}, errToken
 	}
-	p := permitToken{nowhere: b[1] == 1}
-	copy(p.holder[:], b[2:])
-	r := reader{b: b[2+idBytes:]}
+	r := reader{b: b[1:]}
+	head := r.uvarint()
+	p := permitToken{nowhere: head&1 == 1, holder: r.take(head >> 1)}
 	p.policy = r.string()
 	p.key = r.string()
-	if !r.done() {
+	if !r.done() || p.holder == "" || p.key == "" {
 		return permitToken{}, errToken
 	}
 	return p, nil
@@ -165,7 +170,8 @@ func appendString(b []byte, s string) []byte {
 }
 
 // reader reads a token's fields; a field past the end, or malformed,
-// makes it bad, and done false.
+// makes it bad, and done false. It takes varints in their shortest form
+// only, so that one token has one encoding.
 type reader struct {
 	b   []byte
 	bad bool
@@ -173,7 +179,8 @@ type reader struct {
 
 func (r *reader) varint() int64 {
 	v, n := binary.Varint(r.b)
-	if n <= 0 {
+	var buf [binary.MaxVarintLen64]byte
+	if n <= 0 || n != binary.PutVarint(buf[:], v) {
 		r.bad = true
 		return 0
 	}
@@ -181,15 +188,32 @@ func (r *reader) varint() int64 {
 	return v
 }
 
-func (r *reader) string() string {
-	n, k := binary.Uvarint(r.b)
-	if k <= 0 || n > uint64(len(r.b)-k) {
+func (r *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	var buf [binary.MaxVarintLen64]byte
+	if n <= 0 || n != binary.PutUvarint(buf[:], v) {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// take reads n bytes as a string.
+func (r *reader) take(n uint64) string {
+	if r.bad || n > uint64(len(r.b)) {
 		r.bad = true
 		return ""
 	}
-	s := string(r.b[k : k+int(n)])
-	r.b = r.b[k+int(n):]
+	s := string(r.b[:n])
+	r.b = r.b[n:]
 	return s
+}
+
+// string reads a string after its length.
+func (r *reader) string() string {
+	n := r.uvarint()
+	return r.take(n)
 }
 
 // done reports whether every field was read, and nothing is left.
