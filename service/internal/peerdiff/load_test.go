@@ -37,7 +37,7 @@ const loadConfig = "domain: load\ndescriptors:\n" +
 // service, each caller perCaller requests after warm requests that are
 // not measured.
 const (
-	loadCallers = 64
+	loadCallers = 64 // PEERDIFF_LOAD_CALLERS changes it
 	loadConns   = 4
 	loadWarm    = 50
 )
@@ -58,17 +58,19 @@ var loadModes = []string{"redis-keys", "redis-hot", "redis-hot-over", "memory-ke
 //   - in memory: ratewarden serve without Redis, and barerls (memstore
 //     behind the same bare handler).
 //
-// 64 callers on 4 connections; a mode runs with a descriptor per caller
-// ("keys"), every caller on one hot descriptor under its limit ("hot"),
-// or on one hot descriptor the warm-up took over its limit ("hot-over",
-// Redis only: every measured answer is OVER_LIMIT). The repetitions
-// interleave the services, each starting with the next one.
+// 64 callers (PEERDIFF_LOAD_CALLERS) on 4 connections; a mode runs
+// with a descriptor per caller ("keys"), every caller on one hot
+// descriptor under its limit ("hot"), or on one hot descriptor the
+// warm-up took over its limit ("hot-over", Redis only: every measured
+// answer is OVER_LIMIT). The repetitions interleave the services, each
+// starting with the next one.
 //
 // On a machine with two CPUs or more the services run pinned to one CPU
 // (PEERDIFF_LOAD_SVC_CPUS sets how many), GOMAXPROCS set to match, and
 // the callers and the redis-servers to the others, so a service shares
-// its CPU with nothing of the harness; PEERDIFF_LOAD_PIN=0 runs all
-// unpinned, as before. PEERDIFF_LOAD_REPS (default 3) sets the
+// its CPU with nothing of the harness (PEERDIFF_LOAD_REDIS_ON=service
+// puts the redis-servers beside the services); PEERDIFF_LOAD_PIN=0 runs
+// all unpinned, as before. PEERDIFF_LOAD_REPS (default 3) sets the
 // repetitions, PEERDIFF_LOAD_N (default 1000) the requests per caller,
 // PEERDIFF_LOAD_MODES (default all of loadModes) which modes run, and
 // PEERDIFF_LOAD_BASELINE, the path of another ratewarden binary (an
@@ -158,6 +160,7 @@ func pairedRatios(a, b []loadResult, f func(loadResult) float64) string {
 // with.
 type loadRig struct {
 	pin               pinning
+	callers           int
 	redisSvcs, memSvc []*loadService
 }
 
@@ -202,7 +205,7 @@ func newLoadRig(t *testing.T, pin pinning, modes []string) *loadRig {
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 		return cmd, addr
 	}
-	rig := &loadRig{pin: pin}
+	rig := &loadRig{pin: pin, callers: envInt(t, "PEERDIFF_LOAD_CALLERS", loadCallers)}
 	if need("redis") {
 		peerRedis, ourRedis, bareRedis := rig.redis(t), rig.redis(t), rig.redis(t)
 		// peer runs envoyproxy/ratelimit on rs with extra settings.
@@ -274,7 +277,7 @@ func (r *loadRig) redis(t *testing.T) *testredis.Server {
 func (r *loadRig) start(t *testing.T, name string, cmd *exec.Cmd, grpcAddr string, rs *testredis.Server) *loadService {
 	t.Helper()
 	file := strings.NewReplacer("/", "-", " ", "-", "(", "", ")", "").Replace(name)
-	s := &loadService{name: name, redis: rs, clients: []rlspb.RateLimitServiceClient{startProc(t, file, cmd, grpcAddr, r.pin.start).c}}
+	s := &loadService{name: name, redis: rs, callers: r.callers, clients: []rlspb.RateLimitServiceClient{startProc(t, file, cmd, grpcAddr, r.pin.start).c}}
 	s.pid = cmd.Process.Pid
 	for len(s.clients) < loadConns {
 		conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -351,6 +354,7 @@ type loadService struct {
 	pid     int
 	redis   *testredis.Server
 	clients []rlspb.RateLimitServiceClient
+	callers int // sending at once
 }
 
 // loadResult is one measured run.
@@ -399,7 +403,7 @@ func median(rs []loadResult) loadResult {
 	}
 }
 
-// measure warms s up, then sends loadCallers × perCaller requests of
+// measure warms s up, then sends s.callers × perCaller requests of
 // mode (loadRequest) and measures. Every answer must be the mode's.
 // prof, when not nil, records the measured requests.
 func (s *loadService) measure(t *testing.T, perCaller int, mode, tag string, prof *perfRecord) loadResult {
@@ -407,7 +411,7 @@ func (s *loadService) measure(t *testing.T, perCaller int, mode, tag string, pro
 	if errs := s.run(loadWarm, mode, tag, true, nil); errs != "" {
 		t.Fatalf("%s: warm-up: %s", s.name, errs)
 	}
-	lat := make([][]time.Duration, loadCallers)
+	lat := make([][]time.Duration, s.callers)
 	for c := range lat {
 		lat[c] = make([]time.Duration, 0, perCaller)
 	}
@@ -454,7 +458,7 @@ func loadRequest(mode, tag string, c int) *rlspb.RateLimitRequest {
 // loadRunLimit bounds a run of requests in time.
 const loadRunLimit = 10 * time.Minute
 
-// run sends loadCallers × perCaller requests of mode (loadRequest),
+// run sends s.callers × perCaller requests of mode (loadRequest),
 // recording each latency in lat[caller] when lat is not nil, and
 // describes the failures ("" when none): errors and answers other than
 // OK, or in the hot-over mode OVER_LIMIT (the warm-up may get either).
@@ -473,7 +477,7 @@ func (s *loadService) run(perCaller int, mode, tag string, warm bool, lat [][]ti
 	var mu sync.Mutex
 	errs, first := 0, ""
 	var wg sync.WaitGroup
-	for c := range loadCallers {
+	for c := range s.callers {
 		wg.Go(func() {
 			client := s.clients[c%len(s.clients)]
 			req := loadRequest(mode, tag, c)
@@ -500,7 +504,7 @@ func (s *loadService) run(perCaller int, mode, tag string, warm bool, lat [][]ti
 	}
 	wg.Wait()
 	if errs > 0 {
-		return fmt.Sprintf("%d of %d requests failed, the first: %s", errs, loadCallers*perCaller, first)
+		return fmt.Sprintf("%d of %d requests failed, the first: %s", errs, s.callers*perCaller, first)
 	}
 	return ""
 }
