@@ -131,10 +131,10 @@ var opNames = [numOps]string{"check", "peek", "reset", "charge", "acquire", "rel
 //
 // It is a ratewarden.Charger and a ratewarden.PermitStore whatever the
 // backend's store is, so that the Limiter offers Reserve, Acquire and
-// PermitOf. A charge the backend's store cannot take is an error wrapping
-// ratewarden.ErrInvalidConfig; a permit call, one wrapping
-// ratewarden.ErrStoreUnavailable, asking the store nothing: the backend
-// cannot serve the endpoint (503), whatever the caller sent.
+// PermitOf; where the backend's store is not one, those calls, and a
+// reservation's check, are refused before the store is asked, with an
+// error wrapping ratewarden.ErrStoreUnavailable: the backend cannot serve
+// the endpoint (503), whatever the caller sent.
 type meteredStore struct {
 	ratewarden.Store
 	charger ratewarden.Charger     // the Store as one, or nil
@@ -157,6 +157,9 @@ func newMeteredStore(st ratewarden.Store, fp config.FailurePolicy, m *metrics, t
 }
 
 func (s *meteredStore) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
+	if req.Refundable && s.charger == nil {
+		return s.cannotSettle("reserve") // admitted, it could never be settled
+	}
 	op := opCheck
 	if req.Peek {
 		op = opPeek
@@ -181,7 +184,7 @@ func (s *meteredStore) Reset(ctx context.Context, key string, limits ...rateward
 // Charge implements ratewarden.Charger by handing the call on.
 func (s *meteredStore) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
 	if s.charger == nil {
-		return fmt.Errorf("server: charge: the %s store (%T) cannot settle costs: %w", s.fp, s.Store, ratewarden.ErrInvalidConfig)
+		return s.cannotSettle("charge")
 	}
 	tctx, span := s.traceStore(ctx, opCharge, len(limits))
 	start := time.Now()
@@ -248,6 +251,10 @@ func withPermitOutcome(ctx context.Context) (context.Context, *bool) {
 
 func (s *meteredStore) noPermits(op string) error {
 	return fmt.Errorf("server: %s: the %s store (%T) holds no concurrency limits: %w", op, s.fp, s.Store, ratewarden.ErrStoreUnavailable)
+}
+
+func (s *meteredStore) cannotSettle(op string) error {
+	return fmt.Errorf("server: %s: the %s store (%T) cannot settle costs: %w", op, s.fp, s.Store, ratewarden.ErrStoreUnavailable)
 }
 
 func (s *meteredStore) observe(ctx context.Context, op int, start time.Time, err error) {

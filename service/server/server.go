@@ -12,12 +12,12 @@
 // failure policy: the in-memory store on a single node, or Redis behind the
 // fallback decorator when distributed. It is a client of the library: it
 // builds one ratewarden.Limiter per failure policy on its store, and every
-// check, peek, reset and reservation goes through a Limiter (a request's
-// descriptors of several policies through one Limiter.AllowKeys).
-// Settlements and permits go to the Limiter's store as a
-// ratewarden.Charger and ratewarden.PermitStore, since the tokens the API
-// hands out must carry what the library keeps unexported (a reservation's
-// admission instant, a permit's holder).
+// check, peek, reset, reservation and acquisition goes through a Limiter
+// (a request's descriptors of several policies through one
+// Limiter.AllowKeys). The tokens the API hands out carry what the Limiter
+// needs to take a reservation or a permit back on any replica
+// (Limiter.ReservationOf, Limiter.PermitOf), which then settles, releases
+// or extends it.
 //
 // Callers are not trusted (docs/service.md, "Security"): request bodies
 // and descriptors are parsed strictly and bounded (body and key bytes,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
@@ -143,7 +144,7 @@ func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, e)
 		return
 	}
-	lim, err := s.settler(t.fp)
+	lim, err := s.limiter(t.fp)
 	var rv *ratewarden.Reservation
 	if err == nil {
 		rv, err = lim.Reserve(r.Context(), t.key, est, t.limit)
@@ -153,11 +154,7 @@ func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := rv.Results[0]
-	tok := reservationToken{
-		id: newID(), at: time.Now(), estimate: est,
-		counted: res.Allowed && res.Source != ratewarden.SourceFailOpen,
-		policy:  in.Policy, limit: t.limitStr, key: in.Key,
-	}
+	tok := reservationToken{id: newID(), admitted: rv.Admitted(), estimate: est, policy: in.Policy, key: in.Key, results: rv.Results}
 	t.series.decision(s.m, &res, t.shadow)
 	d := Reservation{
 		Decision: Decision{
@@ -181,25 +178,14 @@ func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, &d)
 }
 
-// settler is the Limiter of failure policy fp, when its store can settle.
-func (s *Server) settler(fp config.FailurePolicy) (*ratewarden.Limiter, error) {
-	lim, err := s.limiter(fp)
-	if err != nil {
-		return nil, err
-	}
-	if lim.Store().(*meteredStore).charger == nil {
-		return nil, fmt.Errorf("server: the %s store cannot settle costs: %w", fp, ratewarden.ErrStoreUnavailable)
-	}
-	return lim, nil
-}
-
-// handleSettle answers POST /v1/settle: actual − estimate units charged or
-// given back, in one store call (ratewarden.Charger, as
-// Reservation.Settle makes it), dated when the reservation was admitted.
+// handleSettle answers POST /v1/settle: the reservation rebuilt from its
+// token (Limiter.ReservationOf) and settled (Reservation.Settle: actual −
+// estimate units charged or given back in one store call, dated when the
+// reservation was admitted).
 //
-// A reservation settles once: before charging, the server takes the one
-// permit of a key named after the reservation's id (a PermitStore record
-// in the shared store, so every replica sees it) for as long as the
+// A reservation settles once: before settling, the server takes the one
+// permit of a key named after the reservation's id (a concurrency limit
+// of 1 in the shared store, so every replica sees it) for as long as the
 // reservation can be settled; a second settlement finds it taken and is
 // a 409.
 func (s *Server) handleSettle(w http.ResponseWriter, r *http.Request) {
@@ -208,30 +194,43 @@ func (s *Server) handleSettle(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, e)
 		return
 	}
-	tok, lim, left, e := s.openSettle(&in)
+	tok, left, e := s.openSettle(&in)
 	if e != nil {
 		s.writeProblem(w, e)
 		return
 	}
 	actual := *in.Actual
-	out := Settlement{Key: tok.key, Policy: tok.policy, Limit: tok.limit, Estimate: tok.estimate, Actual: actual, Delta: actual - tok.estimate, Applied: []int64{0}}
+	d := tok.decision()
+	out := Settlement{Key: tok.key, Policy: tok.policy, Limit: tok.limits(), Estimate: tok.estimate, Actual: actual, Delta: actual - tok.estimate, Applied: make([]int64, len(d.Results))}
 	label := tok.policy
 	if label == "" {
 		label = "inline"
 	}
-	if !tok.counted {
+	if !counted(d) {
 		s.m.settles.WithLabelValues(label, "uncounted").Inc()
 		writeJSON(w, http.StatusOK, &out)
 		return
 	}
-	fp := s.reservationFailure(tok.policy)
-	st, err := s.settler(fp)
+	lim, err := s.limiter(s.reservationFailure(tok.policy))
+	var rv *ratewarden.Reservation
 	if err == nil {
-		err = s.settleOnce(r, st, tok.id, left)
+		// Settle dates the charge from admitted, an instant of the issuing
+		// replica's clock read on this one's: their skew moves the date by
+		// as much, and one that puts it ahead of now makes it now (a
+		// charge dated ahead would be taken as a token bucket's refund of
+		// a slot not yet reached).
+		admitted := tok.admitted
+		if now := time.Now(); admitted.After(now) {
+			admitted = now
+		}
+		rv, err = lim.ReservationOf(reservationKey(tok.policy, tok.key), tok.estimate, admitted, d)
 	}
-	if err == nil && out.Delta != 0 {
-		spent := []ratewarden.Spent{{Units: out.Delta, Ago: settleAgo(tok.at)}}
-		err = st.Store().(ratewarden.Charger).Charge(r.Context(), reservationKey(tok.policy, tok.key), []ratewarden.Limit{lim}, spent, out.Applied)
+	if err == nil {
+		err = s.settleOnce(r, lim, tok.id, left)
+	}
+	var st ratewarden.Settlement
+	if err == nil {
+		st, err = rv.Settle(r.Context(), actual)
 	}
 	switch {
 	case errors.Is(err, errSettledBefore):
@@ -242,42 +241,44 @@ func (s *Server) handleSettle(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err, tok.key)
 		return
 	}
+	if st.Applied != nil {
+		out.Applied = st.Applied
+	}
 	s.countSettlement(label, out.Delta, out.Applied[0])
 	writeJSON(w, http.StatusOK, &out)
 }
 
-// openSettle checks a settlement's fields and reservation: the token, its
-// limit, and the time left to settle it.
-func (s *Server) openSettle(in *SettleRequest) (reservationToken, ratewarden.Limit, time.Duration, *apiError) {
+// counted reports whether a reservation's admission consumed anything:
+// it was admitted, and not by fail_open alone, which counts nowhere. A
+// reservation that consumed nothing settles to nothing, with no record.
+func counted(d ratewarden.Decision) bool {
+	return d.Allowed && slices.ContainsFunc(d.Results, func(r ratewarden.Result) bool { return r.Source != ratewarden.SourceFailOpen })
+}
+
+// openSettle checks a settlement's fields and reservation: the token and
+// the time left to settle it.
+func (s *Server) openSettle(in *SettleRequest) (reservationToken, time.Duration, *apiError) {
 	switch {
 	case in.Reservation == "":
-		return reservationToken{}, ratewarden.Limit{}, 0, newProblem(probInvalid, `field "reservation" is required`)
+		return reservationToken{}, 0, newProblem(probInvalid, `field "reservation" is required`)
 	case in.Actual == nil:
-		return reservationToken{}, ratewarden.Limit{}, 0, newProblem(probInvalid, `field "actual" (the actual cost, 0 or more) is required`)
+		return reservationToken{}, 0, newProblem(probInvalid, `field "actual" (the actual cost, 0 or more) is required`)
 	case *in.Actual < 0 || *in.Actual > ratewarden.MaxRate:
-		return reservationToken{}, ratewarden.Limit{}, 0, newProblem(probInvalid, fmt.Sprintf(`field "actual" must be between 0 and %d, got %d`, int64(ratewarden.MaxRate), *in.Actual))
+		return reservationToken{}, 0, newProblem(probInvalid, fmt.Sprintf(`field "actual" must be between 0 and %d, got %d`, int64(ratewarden.MaxRate), *in.Actual))
 	}
 	tok, err := openReservation(in.Reservation, s.secrets)
 	if err != nil {
-		return reservationToken{}, ratewarden.Limit{}, 0, newProblem(probInvalid, `field "reservation": not a reservation of this service (altered, or signed with a secret this replica does not hold)`)
+		return reservationToken{}, 0, newProblem(probInvalid, `field "reservation": not a reservation of this service (altered, or signed with a secret this replica does not hold)`)
 	}
-	lim, err := ratewarden.ParseLimit(tok.limit)
-	if err != nil || tok.key == "" {
-		return reservationToken{}, ratewarden.Limit{}, 0, newProblem(probInvalid, `field "reservation": not a reservation of this service`)
+	var window time.Duration
+	for _, res := range tok.results {
+		window = max(window, settleWindow(res.Limit))
 	}
-	window := settleWindow(lim)
-	left := window - max(time.Since(tok.at), 0)
+	left := window - max(time.Since(tok.admitted), 0)
 	if left <= 0 {
-		return reservationToken{}, ratewarden.Limit{}, 0, newProblem(probInvalid, fmt.Sprintf(`field "reservation" has expired: a reservation of %v can be settled for %v after it was made`, lim, window))
+		return reservationToken{}, 0, newProblem(probInvalid, fmt.Sprintf(`field "reservation" has expired: a reservation of %s can be settled for %v after it was made`, tok.limits(), window))
 	}
-	return tok, lim, left, nil
-}
-
-// settleAgo dates a settlement: when the reservation was admitted, on
-// this replica's clock (which may differ from the issuing replica's by
-// their skew).
-func settleAgo(at time.Time) time.Duration {
-	return min(max(time.Since(at), 0), ratewarden.MaxPeriod)
+	return tok, left, nil
 }
 
 // errSettledBefore: the reservation's settlement record is taken.
@@ -288,16 +289,14 @@ var errSettledBefore = errors.New("server: the reservation was settled before")
 // another settlement took it; an error wrapping ErrStoreUnavailable when
 // the store cannot tell (fail_closed answered).
 func (s *Server) settleOnce(r *http.Request, lim *ratewarden.Limiter, id [idBytes]byte, left time.Duration) error {
-	var holder [idBytes]byte
-	_, _ = rand.Read(holder[:]) // never fails (crypto/rand)
 	ttl := max(left.Round(time.Millisecond), ratewarden.MinPeriod)
-	pr, err := lim.Store().(ratewarden.PermitStore).Acquire(r.Context(), "settled/"+hex.EncodeToString(id[:]), hex.EncodeToString(holder[:]), 1, ttl)
+	p, err := lim.Acquire(r.Context(), "settled/"+hex.EncodeToString(id[:]), 1, ttl)
 	switch {
 	case err != nil:
 		return err
-	case pr.Acquired:
+	case p.Acquired:
 		return nil // fail_open acquires without a record: a replay then is not caught
-	case pr.Source == ratewarden.SourceFailClosed:
+	case p.Source == ratewarden.SourceFailClosed:
 		return fmt.Errorf("server: settle: the store cannot tell whether the reservation was settled: %w", ratewarden.ErrStoreUnavailable)
 	}
 	return errSettledBefore

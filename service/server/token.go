@@ -7,7 +7,10 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"strings"
 	"time"
+
+	"github.com/ratewarden/ratewarden"
 )
 
 // The HTTP API hands out two kinds of token, each an opaque unpadded
@@ -15,9 +18,9 @@ import (
 // (POST /v1/acquire, taken by /v1/release and /v1/extend) and a
 // reservation (POST /v1/reserve, taken by /v1/settle). Their first byte
 // names the kind and its layout, so that one is never read as the other
-// and a later layout can be told apart ('P' was a permit's first layout,
-// before it carried what ratewarden.Limiter.PermitOf takes; it is read as
-// no token at all).
+// and a later layout can be told apart ('P' and 'R' were the first
+// layouts, before the tokens carried what ratewarden.Limiter.PermitOf and
+// ReservationOf take; they are read as no token at all).
 //
 // A permit is not signed: what protects it is its holder, the 128 random
 // bits (or more) as text that ratewarden.Permit.Holder names it by in the
@@ -28,7 +31,7 @@ import (
 // and where.
 const (
 	permitTag      = 'p'
-	reservationTag = 'R'
+	reservationTag = 'r'
 	idBytes        = 16 // a reservation's id: 128 random bits
 	macBytes       = 16
 	// MinSecretBytes is the shortest secret WithReservationSecrets takes.
@@ -83,30 +86,61 @@ func decodePermit(s string) (permitToken, error) {
 	return p, nil
 }
 
-// reservationToken is what a reservation carries: enough for any replica
-// holding the secret to settle it.
+// reservationToken is what a reservation carries: with the policy's key
+// prefix, what ratewarden.Limiter.ReservationOf takes, so that any
+// replica holding the secret settles it.
 type reservationToken struct {
-	id       [idBytes]byte // names the reservation's settlement record
-	at       time.Time     // when the store's answer arrived, on the issuing replica's clock
+	id [idBytes]byte // names the reservation's settlement record
+	// admitted is ratewarden.Reservation.Admitted: the issuing replica's
+	// clock, to the nanosecond.
+	admitted time.Time
 	estimate int64
-	// counted: the estimate was consumed (the reservation was admitted,
-	// and not by fail_open, which counts nowhere).
-	counted bool
-	policy  string // the policy's name; "" for an inline limit
-	limit   string // the Limit's String form, as it was counted
-	key     string // the caller's key
+	policy   string // the policy's name; "" for an inline limit
+	key      string // the caller's key
+	// results holds, per limit, what Reservation.Settle reads of the
+	// admission: the Limit, who decided (its Source) and the verdict.
+	// Nothing else of a Result is carried.
+	results []ratewarden.Result
 }
 
-// seal encodes r signed with secret.
+// decision is the reservation's admission, as ReservationOf takes it.
+func (r *reservationToken) decision() ratewarden.Decision {
+	allowed := true
+	for _, res := range r.results {
+		allowed = allowed && res.Allowed
+	}
+	return ratewarden.Decision{Allowed: allowed, Results: r.results}
+}
+
+// limits names the reservation's limits, as answers show them: their
+// String forms, comma-separated.
+func (r *reservationToken) limits() string {
+	names := make([]string, len(r.results))
+	for i, res := range r.results {
+		names[i] = res.Limit.String()
+	}
+	return strings.Join(names, ", ")
+}
+
+// seal lays r out as its tag, id, admission instant (Unix nanoseconds,
+// big-endian), estimate, policy, key and, after their count, each limit
+// (its String form), source (its String form) and verdict (a byte 0 or
+// 1); then signs it with secret.
 func (r *reservationToken) seal(secret []byte) string {
-	b := make([]byte, 0, 2+idBytes+8+3*binary.MaxVarintLen64+len(r.policy)+len(r.limit)+len(r.key)+macBytes)
-	b = append(b, reservationTag, boolByte(r.counted))
+	n := 1 + idBytes + 8 + 4*binary.MaxVarintLen64 + len(r.policy) + len(r.key) + macBytes
+	b := make([]byte, 0, n+len(r.results)*48) // a limit and a source take about 48 bytes
+	b = append(b, reservationTag)
 	b = append(b, r.id[:]...)
-	b = binary.BigEndian.AppendUint64(b, uint64(r.at.UnixMicro()))
+	b = binary.BigEndian.AppendUint64(b, uint64(r.admitted.UnixNano()))
 	b = binary.AppendVarint(b, r.estimate)
 	b = appendString(b, r.policy)
-	b = appendString(b, r.limit)
 	b = appendString(b, r.key)
+	b = binary.AppendUvarint(b, uint64(len(r.results)))
+	for _, res := range r.results {
+		b = appendString(b, res.Limit.String())
+		b = appendString(b, res.Source.String())
+		b = append(b, boolByte(res.Allowed))
+	}
 	b = append(b, mac(secret, b)...)
 	return b64.EncodeToString(b)
 }
@@ -115,8 +149,8 @@ func (r *reservationToken) seal(secret []byte) string {
 // errToken when s is not one, or was altered, or signed with none of them.
 func openReservation(s string, secrets [][]byte) (reservationToken, error) {
 	b, err := b64.DecodeString(s)
-	const fixed = 2 + idBytes + 8
-	if err != nil || len(b) < fixed+macBytes || b[0] != reservationTag || b[1] > 1 {
+	const fixed = 1 + idBytes + 8
+	if err != nil || len(b) < fixed+macBytes || b[0] != reservationTag {
 		return reservationToken{}, errToken
 	}
 	body, tag := b[:len(b)-macBytes], b[len(b)-macBytes:]
@@ -130,15 +164,21 @@ func openReservation(s string, secrets [][]byte) (reservationToken, error) {
 	if !signed {
 		return reservationToken{}, errToken
 	}
-	r := reservationToken{counted: b[1] == 1}
-	copy(r.id[:], b[2:])
-	r.at = time.UnixMicro(int64(binary.BigEndian.Uint64(b[2+idBytes:])))
+	r := reservationToken{admitted: time.Unix(0, int64(binary.BigEndian.Uint64(body[1+idBytes:])))}
+	copy(r.id[:], body[1:])
 	rd := reader{b: body[fixed:]}
 	r.estimate = rd.varint()
 	r.policy = rd.string()
-	r.limit = rd.string()
 	r.key = rd.string()
-	if !rd.done() {
+	n := rd.uvarint()
+	if n == 0 || n > uint64(len(rd.b))/3 { // a limit takes 3 bytes at least
+		return reservationToken{}, errToken
+	}
+	r.results = make([]ratewarden.Result, n)
+	for i := range r.results {
+		r.results[i] = rd.result()
+	}
+	if !rd.done() || r.key == "" {
 		return reservationToken{}, errToken
 	}
 	return r, nil
@@ -214,6 +254,40 @@ func (r *reader) take(n uint64) string {
 func (r *reader) string() string {
 	n := r.uvarint()
 	return r.take(n)
+}
+
+// flag reads a byte that must be 0 or 1.
+func (r *reader) flag() bool {
+	if r.bad || len(r.b) == 0 || r.b[0] > 1 {
+		r.bad = true
+		return false
+	}
+	v := r.b[0] == 1
+	r.b = r.b[1:]
+	return v
+}
+
+// result reads a limit of a reservation: its Limit and Source by their
+// String forms (only the forms they print are taken), and its verdict.
+func (r *reader) result() ratewarden.Result {
+	ls, ss := r.string(), r.string()
+	lim, err := ratewarden.ParseLimit(ls)
+	src, ok := sourceNamed(ss)
+	allowed := r.flag()
+	if err != nil || lim.String() != ls || !ok {
+		r.bad = true
+	}
+	return ratewarden.Result{Limit: lim, Source: src, Allowed: allowed}
+}
+
+// sourceNamed is the Source whose String is name.
+func sourceNamed(name string) (ratewarden.Source, bool) {
+	for s := ratewarden.Source(0); s.String() != "unknown"; s++ {
+		if s.String() == name {
+			return s, true
+		}
+	}
+	return 0, false
 }
 
 // done reports whether every field was read, and nothing is left.

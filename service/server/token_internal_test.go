@@ -2,11 +2,31 @@ package server
 
 import (
 	"crypto/rand"
+	"encoding/binary"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratewarden/ratewarden"
 )
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef")
+
+// testResults has every Source, each verdict, and limits of each
+// algorithm.
+func testResults() []ratewarden.Result {
+	limits := []string{"10/1s burst 20 token_bucket", "100/1m", "5/100ms fixed_window", "7/1h sliding_log", "1000/1d", "3/2s fixed_window"}
+	out := make([]ratewarden.Result, len(limits))
+	for i, s := range limits {
+		lim, err := ratewarden.ParseLimit(s)
+		if err != nil {
+			panic(err)
+		}
+		out[i] = ratewarden.Result{Limit: lim, Source: ratewarden.Source(i), Allowed: i%2 == 0}
+	}
+	return out
+}
 
 func TestTokensRoundTrip(t *testing.T) {
 	p := permitToken{holder: rand.Text(), nowhere: true, policy: "jobs", key: "tenant/ä\x00"}
@@ -19,10 +39,16 @@ func TestTokensRoundTrip(t *testing.T) {
 	if raw, _ := b64.DecodeString(enc); string(raw[2:2+len(p.holder)]) != p.holder {
 		t.Errorf("the holder is not at byte 2 of the permit: % x", raw)
 	}
-	r := reservationToken{id: newID(), at: time.UnixMicro(time.Now().UnixMicro()), estimate: -1 << 62, counted: true, policy: "", limit: "10/1s burst 20 token_bucket", key: "k"}
+	r := reservationToken{id: newID(), admitted: time.Unix(0, time.Now().UnixNano()), estimate: -1 << 62, policy: "", key: "k", results: testResults()}
 	gr, err := openReservation(r.seal(testSecret), [][]byte{[]byte("another secret, long enough"), testSecret})
-	if err != nil || gr != r {
+	if err != nil || !reflect.DeepEqual(gr, r) {
 		t.Fatalf("reservation: %+v, %v; want %+v", gr, err, r)
+	}
+	if got, want := gr.limits(), "10/1s burst 20 token_bucket, 100/1m"; !strings.HasPrefix(got, want) {
+		t.Errorf("limits() = %q, want it to start %q", got, want)
+	}
+	if d := gr.decision(); d.Allowed || len(d.Results) != 6 {
+		t.Errorf("a decision with denied limits: %+v", d)
 	}
 	if _, err := decodePermit(r.seal(testSecret)); err == nil {
 		t.Error("a reservation read as a permit")
@@ -57,13 +83,48 @@ func TestTokensOneEncoding(t *testing.T) {
 			t.Errorf("permit % x: %v", b, err)
 		}
 	}
+
+	// A reservation laid out by hand: only the forms seal writes open.
+	id := newID()
+	for _, c := range []struct {
+		limit, source string
+		verdict       byte
+		ok            bool
+	}{
+		{"100/1m", "store", 1, true},
+		{"100/1m", "fail_open", 0, true},
+		{"100/60s", "store", 1, false},
+		{"100/1m", "unknown", 1, false},
+		{"100/1m", "Store", 1, false},
+		{"100/1m", "store", 2, false},
+		{"", "store", 1, false},
+	} {
+		b := append([]byte{reservationTag}, id[:]...)
+		b = binary.BigEndian.AppendUint64(b, 1_700_000_000_123_456_789)
+		b = binary.AppendVarint(b, 100)
+		b = appendString(b, "api")
+		b = appendString(b, "k")
+		b = binary.AppendUvarint(b, 1)
+		b = appendString(b, c.limit)
+		b = appendString(b, c.source)
+		b = append(b, c.verdict)
+		s := b64.EncodeToString(append(b, mac(testSecret, b)...))
+		r, err := openReservation(s, [][]byte{testSecret})
+		if c.ok != (err == nil) {
+			t.Errorf("%q %q %d: %+v, %v", c.limit, c.source, c.verdict, r, err)
+			continue
+		}
+		if c.ok && (r.seal(testSecret) != s || r.admitted.UnixNano() != 1_700_000_000_123_456_789) {
+			t.Errorf("%q %q %d: opens to %+v, which seals to another token", c.limit, c.source, c.verdict, r)
+		}
+	}
 }
 
 // FuzzTokens: no input makes the decoders panic; what decodes encodes
 // back to the same bytes, so one token has one meaning.
 func FuzzTokens(f *testing.F) {
 	p := permitToken{holder: rand.Text(), policy: "jobs", key: "k"}
-	r := reservationToken{id: newID(), at: time.Now(), estimate: 5, counted: true, policy: "api", limit: "100/1m", key: "k"}
+	r := reservationToken{id: newID(), admitted: time.Now(), estimate: 5, policy: "api", key: "k", results: testResults()[:1]}
 	f.Add(p.encode())
 	f.Add(r.seal(testSecret))
 	f.Add("")
