@@ -549,6 +549,12 @@ func (p *parser) concurrency(f field, what string, pol *Policy, pf *policyFields
 		p.errf(pf.ttl.val, "%s: ttl %q: %v", what, s, err)
 		return false
 	}
+	// The fields' own checks name them; the library has the last word on
+	// what Limiter.Acquire takes.
+	if err := ratewarden.ValidatePermit(pf.maxInFlight, ttl); err != nil {
+		p.errf(f.key, "%s: %v", what, err)
+		return false
+	}
 	pol.Concurrency = &Concurrency{MaxInFlight: pf.maxInFlight, TTL: ttl}
 	return true
 }
