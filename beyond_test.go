@@ -399,3 +399,27 @@ func TestReservationOf(t *testing.T) {
 		t.Fatalf("ReservationOf without limits: %v", err)
 	}
 }
+
+// TestSettleFromAhead: a reservation whose Admitted reads as the future
+// here (another replica's clock ahead) settles as made now, not as a
+// token-bucket give-back.
+func TestSettleFromAhead(t *testing.T) {
+	_, l, _ := newCounting(t)
+	bg := context.Background()
+	lim := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 100, Period: time.Hour}
+	rv, err := l.Reserve(bg, "k", 50, lim)
+	if err != nil || !rv.Allowed || !rv.Counted() {
+		t.Fatal(rv, err)
+	}
+	ahead, err := l.ReservationOf("k", 50, time.Now().Add(time.Minute), rv.Decision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := ahead.Settle(bg, 10); err != nil || st.Applied[0] != -40 {
+		t.Fatalf("Settle of a reservation admitted a minute ahead: %+v, %v; want 40 given back", st, err)
+	}
+	denied, _ := l.Reserve(bg, "k", 100, lim)
+	if denied.Allowed || denied.Counted() {
+		t.Fatalf("a denied reservation: Allowed %v, Counted %v", denied.Allowed, denied.Counted())
+	}
+}

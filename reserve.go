@@ -103,7 +103,7 @@ func (r *Reservation) Settle(ctx context.Context, actual int64) (Settlement, err
 	counted := make([]Limit, 0, len(r.limits))
 	idx := make([]int, 0, len(r.limits))
 	for i, res := range r.Results {
-		if res.Source != SourceFailOpen {
+		if counts(res) {
 			counted = append(counted, r.limits[i])
 			idx = append(idx, i)
 		}
@@ -112,7 +112,10 @@ func (r *Reservation) Settle(ctx context.Context, actual int64) (Settlement, err
 		return s, nil
 	}
 	applied := make([]int64, len(counted))
-	spent := []Spent{{Units: delta, Ago: time.Since(r.at)}}
+	// Dated at the admission, never after now: an Admitted from another
+	// replica's clock may read as the future here, and a refund dated in
+	// the future is a token-bucket give-back (Charger), not a settlement.
+	spent := []Spent{{Units: delta, Ago: max(time.Since(r.at), 0)}}
 	if err := r.l.store.(Charger).Charge(ctx, r.key, counted, spent, applied); err != nil {
 		return Settlement{}, err
 	}
@@ -121,6 +124,25 @@ func (r *Reservation) Settle(ctx context.Context, actual int64) (Settlement, err
 	}
 	return s, nil
 }
+
+// Counted reports whether settling the reservation has anything to settle:
+// it was admitted, and at least one of its limits counted it (a limit
+// fallback's FailOpen admitted counted nothing, and Settle leaves it out).
+func (r *Reservation) Counted() bool {
+	if !r.Allowed {
+		return false
+	}
+	for _, res := range r.Results {
+		if counts(res) {
+			return true
+		}
+	}
+	return false
+}
+
+// counts reports whether an admission's Result counted its units: all
+// but those a failure policy let through without counting.
+func counts(res Result) bool { return res.Source != SourceFailOpen }
 
 // Admitted returns when the store's admission of the reservation arrived,
 // on this replica's clock: Settle dates the settlement from it.
