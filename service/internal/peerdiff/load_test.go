@@ -79,7 +79,8 @@ var loadModes = []string{"redis-keys", "redis-hot", "redis-hot-over", "memory-ke
 // checkout. PEERDIFF_LOAD_PEER_CACHE, a size in bytes, adds
 // envoyproxy/ratelimit with its local cache of over-limit keys
 // (LOCAL_CACHE_SIZE_IN_BYTES, off by default) to the Redis-backed
-// modes. PEERDIFF_LOAD_PERF, a directory, gets perf(1) profiles of
+// modes; PEERDIFF_LOAD_BARE_LEASES, a number of units, adds barerls in
+// lease mode (leases of that size). PEERDIFF_LOAD_PERF, a directory, gets perf(1) profiles of
 // the first repetition (which the recording slows) of every service, its
 // redis-server and the callers, beside the binaries. ratewarden runs with
 // --rls-headers none, as envoyproxy/ratelimit answers by default. It
@@ -226,6 +227,11 @@ func newLoadRig(t *testing.T, pin pinning, modes []string) *loadRig {
 			rig.start(t, "ratewarden", oc, og, ourRedis),
 			rig.start(t, "envoyproxy/ratelimit", pc, pg, peerRedis),
 			rig.start(t, "library (bare)", bc, bg, bareRedis),
+		}
+		if n := os.Getenv("PEERDIFF_LOAD_BARE_LEASES"); n != "" {
+			rs, a := rig.redis(t), freeAddr(t)
+			c := exec.Command(bareBin, "-addr", a, "-redis", "redis://"+rs.Addr, "-over", "tenant", "-leases", n)
+			rig.redisSvcs = append(rig.redisSvcs, rig.start(t, "library (bare, leases of "+n+")", c, a, rs))
 		}
 		if size := os.Getenv("PEERDIFF_LOAD_PEER_CACHE"); size != "" {
 			rs := rig.redis(t)

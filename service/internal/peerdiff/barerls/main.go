@@ -4,8 +4,8 @@
 // into a key, against one limit (1,000,000,000 per hour, fixed window;
 // 100 a day when the descriptor's first key is -over's) with one
 // Limiter.Allow, on memstore or, with -redis, on the library's
-// recommended Redis stack (package stack), and returns a status per
-// descriptor. No config, no metrics, no headers: what is left is the
+// recommended Redis stack (package stack; -leases adds lease mode), and
+// returns a status per descriptor. No config, no metrics, no headers: what is left is the
 // library and gRPC, so the service's figure beside it is the price of
 // being a service.
 package main
@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/lease"
 	"github.com/ratewarden/ratewarden/memstore"
 	"github.com/ratewarden/ratewarden/redisstore"
 	"github.com/ratewarden/ratewarden/stack"
@@ -36,8 +37,9 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8081", "gRPC address to serve")
 	redisURL := flag.String("redis", "", "Redis URL; empty: memstore")
 	over := flag.String("over", "", "descriptors whose first key is this are limited to 100 a day")
+	leases := flag.Int64("leases", 0, "with -redis: lease this many units of a key at a time (lease mode); 0: no leases")
 	flag.Parse()
-	st, closeStore, err := store(*redisURL)
+	st, closeStore, err := store(*redisURL, *leases)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -67,8 +69,9 @@ func main() {
 	}
 }
 
-// store is memstore, or the Redis stack at url.
-func store(url string) (ratewarden.Store, func(), error) {
+// store is memstore, or the Redis stack at url, with leases of that many
+// units when leases > 0.
+func store(url string, leases int64) (ratewarden.Store, func(), error) {
 	if url == "" {
 		st, err := memstore.New()
 		if err != nil {
@@ -84,7 +87,11 @@ func store(url string) (ratewarden.Store, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("redis: %w", err)
 	}
-	st, err := stack.New(client)
+	var opts []stack.Option
+	if leases > 0 {
+		opts = append(opts, stack.WithLeases(lease.WithSize(leases)))
+	}
+	st, err := stack.New(client, opts...)
 	if err != nil {
 		client.Close()
 		return nil, nil, err
