@@ -35,9 +35,18 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// mutant wraps a correct store and breaks one promise of ratewarden.Store.
-type mutant struct {
+// fullStore is what a memstore is, and what the suite asks of a store: a
+// Store, a Charger and a PermitStore.
+type fullStore interface {
 	ratewarden.Store
+	ratewarden.Charger
+	ratewarden.PermitStore
+}
+
+// mutant wraps a correct store and breaks one promise of ratewarden.Store,
+// Charger or PermitStore.
+type mutant struct {
+	fullStore
 	bug string
 }
 
@@ -46,6 +55,8 @@ func (m *mutant) Check(ctx context.Context, req *ratewarden.Request, res []ratew
 	switch m.bug {
 	case "peek-consumes":
 		r.Peek = false
+	case "reserve-ignored":
+		r.MaxDelay = 0
 	case "long-keys-collide":
 		if len(r.Key) > 100 {
 			r.Key = r.Key[:100]
@@ -54,14 +65,14 @@ func (m *mutant) Check(ctx context.Context, req *ratewarden.Request, res []ratew
 		if len(r.Limits) > 1 {
 			for i := range r.Limits {
 				one := ratewarden.Request{Key: r.Key, Limits: r.Limits[i : i+1], Cost: r.Cost, Peek: r.Peek}
-				if err := m.Store.Check(ctx, &one, res[i:i+1]); err != nil {
+				if err := m.fullStore.Check(ctx, &one, res[i:i+1]); err != nil {
 					return err
 				}
 			}
 			return nil
 		}
 	}
-	if err := m.Store.Check(ctx, &r, res); err != nil {
+	if err := m.fullStore.Check(ctx, &r, res); err != nil {
 		return err
 	}
 	for i := range res {
@@ -77,6 +88,30 @@ func (m *mutant) Check(ctx context.Context, req *ratewarden.Request, res []ratew
 	return nil
 }
 
+func (m *mutant) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
+	if m.bug == "refund-lost" {
+		kept := spent[:0:0]
+		for _, sp := range spent {
+			if sp.Units > 0 {
+				kept = append(kept, sp)
+			}
+		}
+		if len(kept) == 0 {
+			clear(applied)
+			return nil
+		}
+		spent = kept
+	}
+	return m.fullStore.Charge(ctx, key, limits, spent, applied)
+}
+
+func (m *mutant) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (ratewarden.PermitResult, error) {
+	if m.bug == "permit-overbooks" {
+		max++
+	}
+	return m.fullStore.Acquire(ctx, key, holder, max, ttl)
+}
+
 func (m *mutant) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
 	if m.bug == "reset-noop" {
 		return nil
@@ -88,9 +123,9 @@ func (m *mutant) Reset(ctx context.Context, key string, limits ...ratewarden.Lim
 				all = append(all, ratewarden.Limit{Algorithm: alg, Rate: 1, Period: p})
 			}
 		}
-		return m.Store.Reset(ctx, key, all...)
+		return m.fullStore.Reset(ctx, key, all...)
 	}
-	return m.Store.Reset(ctx, key, limits...)
+	return m.fullStore.Reset(ctx, key, limits...)
 }
 
 func subject(t *testing.T, bug string) storetest.Subject {
@@ -102,7 +137,7 @@ func subject(t *testing.T, bug string) storetest.Subject {
 	t.Cleanup(func() { _ = s.Close() })
 	var st ratewarden.Store = s
 	if bug != "" {
-		st = &mutant{Store: s, bug: bug}
+		st = &mutant{fullStore: s, bug: bug}
 	}
 	return storetest.Subject{Store: st, Advance: clk.Advance}
 }
@@ -129,6 +164,9 @@ func TestSuiteCatchesBugs(t *testing.T) {
 		"early-retry":        "TestRun/RetryAfter/",
 		"reset-noop":         "TestRun/Reset/",
 		"reset-all-limits":   "TestRun/Reset/",
+		"refund-lost":        "TestRun/Settle/",
+		"permit-overbooks":   "TestRun/Permits",
+		"reserve-ignored":    "TestRun/Reserve",
 	} {
 		t.Run(bug, func(t *testing.T) {
 			t.Parallel()
@@ -158,7 +196,7 @@ func tail(s string) string {
 // suite must tell that the call came late and rerun with a longer period,
 // not fail the store. It records which subtests reran.
 type stalling struct {
-	ratewarden.Store
+	fullStore
 	mu     sync.Mutex
 	calls  map[string]int
 	reran  map[string]bool
@@ -183,7 +221,7 @@ func (s *stalling) Check(ctx context.Context, req *ratewarden.Request, res []rat
 	if name == "k0" && n == stallAt && req.Limits[0].Period == s.period {
 		time.Sleep(s.period)
 	}
-	return s.Store.Check(ctx, req, res)
+	return s.fullStore.Check(ctx, req, res)
 }
 
 func TestSuiteRerunsLateChecks(t *testing.T) {
@@ -205,7 +243,7 @@ func TestSuiteRerunsLateChecks(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
-		st := &stalling{Store: s, calls: map[string]int{}, reran: map[string]bool{}, period: 500 * time.Millisecond}
+		st := &stalling{fullStore: s, calls: map[string]int{}, reran: map[string]bool{}, period: 500 * time.Millisecond}
 		t.Cleanup(func() {
 			mu.Lock()
 			defer mu.Unlock()
