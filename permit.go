@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	mrand "math/rand/v2"
 	"sync"
 	"time"
 )
@@ -64,8 +65,8 @@ func (l *Limiter) PermitOf(key, holder string) (*Permit, error) {
 	if holder == "" {
 		return nil, fmt.Errorf("ratewarden: permit holder must not be empty: %w", ErrInvalidKey)
 	}
-	if _, ok := l.store.(PermitStore); !ok {
-		return nil, fmt.Errorf("ratewarden: permit: the store (%T) holds no concurrency limits: it is not a ratewarden.PermitStore: %w", l.store, ErrInvalidConfig)
+	if _, err := l.permits("permit"); err != nil {
+		return nil, err
 	}
 	return &Permit{Acquired: true, l: l, key: key, holder: holder}, nil
 }
@@ -112,7 +113,7 @@ func (l *Limiter) AcquireWait(ctx context.Context, key string, limit int64, ttl 
 			return p, err
 		}
 		d := max(min(p.RetryAfter, backoff), time.Millisecond)
-		d = d/2 + jitter(d*4) // uniform in [d/2, d]
+		d = d/2 + mrand.N(d/2+1) // uniform in [d/2, d]
 		if err := sleep(ctx, d); err != nil {
 			return nil, fmt.Errorf("ratewarden: acquire: %w", err)
 		}
@@ -128,9 +129,15 @@ func (l *Limiter) permitStore(key string, max int64, ttl time.Duration) (PermitS
 	if err := ValidatePermit(max, ttl); err != nil {
 		return nil, err
 	}
+	return l.permits("acquire")
+}
+
+// permits returns the store as a PermitStore, or for op an error wrapping
+// ErrInvalidConfig when it holds no concurrency limits.
+func (l *Limiter) permits(op string) (PermitStore, error) {
 	ps, ok := l.store.(PermitStore)
 	if !ok {
-		return nil, fmt.Errorf("ratewarden: acquire: the store (%T) holds no concurrency limits: it is not a ratewarden.PermitStore: %w", l.store, ErrInvalidConfig)
+		return nil, fmt.Errorf("ratewarden: %s: the store (%T) holds no concurrency limits: it is not a ratewarden.PermitStore: %w", op, l.store, ErrInvalidConfig)
 	}
 	return ps, nil
 }
@@ -140,10 +147,15 @@ func (l *Limiter) permitStore(key string, max int64, ttl time.Duration) (PermitS
 // nil. A service that reads concurrency limits from its configuration
 // checks them with it when it loads them.
 func ValidatePermit(max int64, ttl time.Duration) error {
-	switch {
-	case max < 1 || max > MaxPermits:
+	if max < 1 || max > MaxPermits {
 		return fmt.Errorf("ratewarden: max permits must be between 1 and %d, got %d: %w", MaxPermits, max, ErrInvalidLimit)
-	case ttl < MinPeriod || ttl > MaxPeriod:
+	}
+	return validateTTL(ttl)
+}
+
+// validateTTL checks a permit's ttl.
+func validateTTL(ttl time.Duration) error {
+	if ttl < MinPeriod || ttl > MaxPeriod {
 		return fmt.Errorf("ratewarden: permit ttl must be between %v and %v, got %v: %w", MinPeriod, MaxPeriod, ttl, ErrInvalidLimit)
 	}
 	return nil
@@ -174,7 +186,7 @@ func (p *Permit) Release(ctx context.Context) error {
 // it guarded is no longer counted), or was released or never acquired.
 // ttl must be MinPeriod to MaxPeriod (ErrInvalidLimit).
 func (p *Permit) Extend(ctx context.Context, ttl time.Duration) error {
-	if err := ValidatePermit(max(p.Max, 1), ttl); err != nil {
+	if err := validateTTL(ttl); err != nil {
 		return err
 	}
 	p.mu.Lock()

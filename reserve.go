@@ -57,8 +57,8 @@ func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64, limit
 	if err := validateCheck("", key, limits, estimate); err != nil {
 		return nil, err
 	}
-	if _, ok := l.store.(Charger); !ok {
-		return nil, fmt.Errorf("ratewarden: reserve: the store (%T) cannot settle costs: it is not a ratewarden.Charger: %w", l.store, ErrInvalidConfig)
+	if _, err := l.charger("reserve"); err != nil {
+		return nil, err
 	}
 	own := append([]Limit(nil), limits...) // the caller may reuse limits before settling
 	res := make([]Result, len(own))
@@ -72,6 +72,16 @@ func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64, limit
 		Decision: Decision{Allowed: allAllowed(res), Results: res},
 		l:        l, key: key, limits: own, estimate: estimate, at: time.Now(),
 	}, nil
+}
+
+// charger returns the store as a Charger, or for op an error wrapping
+// ErrInvalidConfig when it cannot settle costs.
+func (l *Limiter) charger(op string) (Charger, error) {
+	c, ok := l.store.(Charger)
+	if !ok {
+		return nil, fmt.Errorf("ratewarden: %s: the store (%T) cannot settle costs: it is not a ratewarden.Charger: %w", op, l.store, ErrInvalidConfig)
+	}
+	return c, nil
 }
 
 // Settle tells the actual cost of an admitted reservation: actual −
@@ -166,8 +176,8 @@ func (l *Limiter) ReservationOf(key string, estimate int64, admitted time.Time, 
 	if err := validateCheck("", key, limits, estimate); err != nil {
 		return nil, err
 	}
-	if _, ok := l.store.(Charger); !ok {
-		return nil, fmt.Errorf("ratewarden: reservation: the store (%T) cannot settle costs: it is not a ratewarden.Charger: %w", l.store, ErrInvalidConfig)
+	if _, err := l.charger("reservation"); err != nil {
+		return nil, err
 	}
 	res := append([]Result(nil), d.Results...)
 	return &Reservation{
