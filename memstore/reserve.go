@@ -51,19 +51,17 @@ func (sh *shard) reserve(req *ratewarden.Request, res []ratewarden.Result, h uin
 }
 
 // reserveOne reserves cost units of the bucket lim for now + delay into r,
-// storing the new state when consume is set; e is key's state under lim
-// (nil for none, or expired), stored at hash. The caller holds sh.mu.
+// storing the new state when consume is set; e is key's live state under
+// lim as decide left it (nil for none: decide drops an expired one),
+// stored at hash. The caller holds sh.mu.
 func (sh *shard) reserveOne(r *ratewarden.Result, e *entry, hash uint64, key string, lim ratewarden.Limit, now, cost, delay int64, consume bool) {
 	var cur state
-	if e != nil && e.expireAt > now {
+	if e != nil {
 		cur = e.state
 	}
 	b, o := algo.TokenBucketReserve(cur.bucket(), now, algo.FromLimit(lim), cost, delay, consume)
 	if o.Wrote {
-		if e == nil || e.expireAt <= now {
-			if e != nil {
-				sh.remove(hash, e)
-			}
+		if e == nil {
 			e = sh.insert(hash, key, scope{lim.Algorithm, lim.Period}, now)
 		}
 		e.setBucket(b)
