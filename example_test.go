@@ -383,7 +383,8 @@ func ExampleValidateCharge() {
 
 // Wait paces outbound calls on a quota shared by every replica: here 20
 // per second, one at a time, so three calls take at least 100ms. A wait
-// that could end only after the context's deadline fails at once.
+// that could end only after the context's deadline fails at once: here
+// the next of 1 a minute, with 10ms to go.
 func ExampleLimiter_Wait() {
 	store, err := memstore.New()
 	if err != nil {
@@ -403,9 +404,13 @@ func ExampleLimiter_Wait() {
 	}
 	fmt.Println("three calls took at least 100ms:", time.Since(start) >= 100*time.Millisecond)
 
+	perMinute := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: time.Minute}
+	if _, err := limiter.Wait(ctx, "report", perMinute); err != nil { // the first, at once
+		log.Fatal(err)
+	}
 	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
 	defer cancel()
-	_, err = limiter.Wait(short, "vendor-api", vendor)
+	_, err = limiter.Wait(short, "report", perMinute)
 	fmt.Println(errors.Is(err, ratewarden.ErrWouldExceedDeadline))
 	// Output:
 	// three calls took at least 100ms: true
