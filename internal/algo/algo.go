@@ -220,20 +220,26 @@ func ceilTAT(t Bucket) int64 {
 	return t.T
 }
 
+// bucketAt is the stored TAT s as it reads at now: a fraction stored
+// under a larger rate (the scope does not include it) rounds the TAT up to
+// the next µs rather than being reinterpreted, and a TAT in the past is a
+// full bucket, now.
+func bucketAt(s Bucket, now int64, p Params) Bucket {
+	if s.F >= p.Rate {
+		s = Bucket{T: s.T + 1}
+	}
+	if s.T < now {
+		s = Bucket{T: now}
+	}
+	return s
+}
+
 // TokenBucket is GCRA: each unit moves the TAT one emission interval
 // Period/Rate later, and a request of n units fits while the units the
 // TAT stands for (its distance from now, in intervals) leave room for n of
 // the Capacity. A TAT in the past is the same as a full bucket.
 func TokenBucket(s Bucket, now int64, p Params, n int64, consume bool) (Bucket, Outcome) {
-	t := s
-	if t.F >= p.Rate {
-		// Stored under a larger rate (the scope does not include it): round
-		// the TAT up to the next µs rather than reinterpret the fraction.
-		t = Bucket{T: t.T + 1}
-	}
-	if t.T < now {
-		t = Bucket{T: now}
-	}
+	t := bucketAt(s, now, p)
 	rem := max(p.Capacity-bucketUsed(t, now, p), 0)
 	var o Outcome
 	if n <= rem {
@@ -307,13 +313,7 @@ func SlidingLog(s Log, now int64, p Params, n int64, consume bool) (Log, Outcome
 // multi-limit reservation passes every bucket the largest delay any of
 // them needs.
 func TokenBucketReserve(s Bucket, now int64, p Params, n, delay int64, consume bool) (Bucket, Outcome) {
-	t := s
-	if t.F >= p.Rate {
-		t = Bucket{T: t.T + 1}
-	}
-	if t.T < now {
-		t = Bucket{T: now}
-	}
+	t := bucketAt(s, now, p)
 	o := Outcome{Allowed: true, Delay: delay}
 	if consume && n > 0 {
 		if at := now + delay; t.T < at {
