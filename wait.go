@@ -44,10 +44,10 @@ func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Result, er
 // input (ErrInvalidKey, ErrInvalidLimit, ErrInvalidCost) and store
 // failures are returned as errors, as for AllowN.
 func (l *Limiter) WaitN(ctx context.Context, key string, limit Limit, n int64) (Result, error) {
-	if err := validateCheck("", key, []Limit{limit}, n); err != nil {
+	limits := [1]Limit{limit}
+	if err := validateCheck("", key, limits[:], n); err != nil {
 		return Result{}, err
 	}
-	limits := [1]Limit{limit}
 	var res [1]Result
 	for {
 		if err := ctx.Err(); err != nil {
@@ -103,7 +103,8 @@ func (l *Limiter) sleepReserved(ctx context.Context, key string, limit Limit, n 
 		left := r.ResetAfter - time.Since(start)
 		if left > 0 {
 			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
-			_ = c.Charge(gctx, key, []Limit{limit}, []Spent{{Units: -n, Ago: -left}}, nil) // best effort: else the units stay spent
+			limits := [1]Limit{limit}
+			_ = c.Charge(gctx, key, limits[:], []Spent{{Units: -n, Ago: -left}}, nil) // best effort: else the units stay spent
 			cancel()
 		}
 	}
