@@ -41,6 +41,28 @@ func TestCheckMode(t *testing.T) {
 	}
 }
 
+// TestCheckHead: a check's head is "cost mode m" whether it comes from the
+// table of usual heads or is formatted.
+func TestCheckHead(t *testing.T) {
+	lim := ratewarden.Limit{Rate: 1, Period: time.Second}
+	for _, cost := range []int64{0, 1, 15, 16, 1 << 40} {
+		for _, peek := range []bool{false, true} {
+			for _, m := range []int{1, 8, 9} {
+				for _, max := range []time.Duration{0, 999 * time.Nanosecond, time.Second} {
+					req := &ratewarden.Request{Cost: cost, Peek: peek, MaxDelay: max, Limits: make([]ratewarden.Limit, m)}
+					for i := range req.Limits {
+						req.Limits[i] = lim
+					}
+					want := strconv.FormatInt(cost, 10) + " " + checkMode(req) + " " + strconv.Itoa(m)
+					if got := checkHead(req); got != want {
+						t.Errorf("cost %d, peek %v, %d limits, max delay %v: head %q, want %q", cost, peek, m, max, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
 // pttl returns a key's PTTL in ms (-2: no key, -1: no expiry).
 func pttl(t *testing.T, srv *testredis.Server, key string) int64 {
 	t.Helper()

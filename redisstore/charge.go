@@ -55,12 +55,12 @@ func (s *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limi
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	keys := make([]string, len(limits))
-	args := make([]string, 0, 1+4*len(limits)+2*len(spent))
+	args := make([]string, 0, 1+len(limits)+2*len(spent))
 	args = append(args, strconv.Itoa(len(limits)))
 	for i, lim := range limits {
 		keys[i] = s.Key(key, lim)
 		e := s.enc.get(lim)
-		args = append(args, e.args[:]...)
+		args = append(args, e.arg)
 	}
 	for _, sp := range spent {
 		args = append(args, strconv.FormatInt(sp.Units, 10), strconv.FormatInt(sp.Ago.Microseconds(), 10))

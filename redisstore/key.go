@@ -75,8 +75,8 @@ func appendTag(b []byte, key string) []byte {
 
 // limitEnc is what a Limit contributes to a script call, formatted once.
 type limitEnc struct {
-	suffix string    // "}" + code + period
-	args   [4]string // algorithm code, rate, period µs, capacity
+	suffix string // "}" + code + period
+	arg    string // "code rate period_us capacity" (limit in lua/algorithms.lua)
 }
 
 // encCache keeps the encodings of recently used limits, so a check formats
@@ -97,12 +97,8 @@ func (c *encCache) get(l ratewarden.Limit) *limitEnc {
 	}
 	e = &limitEnc{
 		suffix: "}" + algoCode(l.Algorithm) + compactPeriod(l.Period),
-		args: [4]string{
-			strconv.Itoa(int(l.Algorithm)),
-			strconv.FormatInt(l.Rate, 10),
-			strconv.FormatInt(l.Period.Microseconds(), 10),
-			strconv.FormatInt(l.Capacity(), 10),
-		},
+		arg: strconv.Itoa(int(l.Algorithm)) + " " + strconv.FormatInt(l.Rate, 10) + " " +
+			strconv.FormatInt(l.Period.Microseconds(), 10) + " " + strconv.FormatInt(l.Capacity(), 10),
 	}
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= encCacheSize {

@@ -84,8 +84,7 @@ func (l *Lender) Take(ctx context.Context, key string, limit ratewarden.Limit, n
 	ctx, cancel := l.s.bound(ctx)
 	defer cancel()
 	e := l.s.enc.get(limit)
-	args := []string{"take", e.args[0], e.args[1], e.args[2], e.args[3],
-		strconv.FormatInt(need, 10), strconv.FormatInt(want, 10)}
+	args := []string{"take", e.arg, strconv.FormatInt(need, 10), strconv.FormatInt(want, 10)}
 	var buf [6]int64
 	out, err := l.ev.eval(ctx, []string{l.s.Key(key, limit)}, args, buf[:0])
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -299,11 +298,11 @@ func (s *Store) Reset(ctx context.Context, key string, limits ...ratewarden.Limi
 // appendCheck adds req to the script's KEYS and ARGV (layout in
 // lua/check.lua).
 func (s *Store) appendCheck(c *call, req *ratewarden.Request) {
-	c.args = append(c.args, strconv.FormatInt(req.Cost, 10), checkMode(req), strconv.Itoa(len(req.Limits)))
+	c.args = append(c.args, checkHead(req))
 	for _, lim := range req.Limits {
 		e := s.enc.get(lim)
 		c.keys = append(c.keys, s.key(c, req.Key, e))
-		c.args = append(c.args, e.args[:]...)
+		c.args = append(c.args, e.arg)
 	}
 }
 

@@ -11,9 +11,37 @@ import (
 // check script's own arguments and reply, so a reservation costs no more
 // ARGV or reply than a check, and the batch path carries them unchanged.
 
-// checkMode is a check's mode argument (lua/check.lua): 2 × MaxDelay in
+// checkHead is a check's head argument, "cost mode m" (head in
+// lua/decide.lua). The usual ones (a small cost, no reservation, a few
+// limits) are formatted once.
+func checkHead(req *ratewarden.Request) string {
+	m := len(req.Limits)
+	if req.Cost >= 0 && req.Cost < int64(len(usualHeads)) && m < len(usualHeads[0][0]) && req.MaxDelay.Microseconds() <= 0 {
+		peek := 0
+		if req.Peek {
+			peek = 1
+		}
+		return usualHeads[req.Cost][peek][m]
+	}
+	return strconv.FormatInt(req.Cost, 10) + " " + checkMode(req) + " " + strconv.Itoa(m)
+}
+
+// usualHeads[cost][peek][m] is the head of a check of cost < 16 with m < 9
+// limits, peeking or not, and no reservation.
+var usualHeads = func() (h [16][2][9]string) {
+	for c := range h {
+		for p := range h[c] {
+			for m := range h[c][p] {
+				h[c][p][m] = strconv.Itoa(c) + " " + strconv.Itoa(p) + " " + strconv.Itoa(m)
+			}
+		}
+	}
+	return h
+}()
+
+// checkMode is a check's mode (head in lua/decide.lua): 2 × MaxDelay in
 // whole µs (rounded down: a reservation never waits longer than asked) +
-// 1 for a peek. Plain checks and peeks send "0" and "1".
+// 1 for a peek. Plain checks and peeks have "0" and "1".
 func checkMode(req *ratewarden.Request) string {
 	var peek int64
 	if req.Peek {

@@ -14,6 +14,7 @@ import (
 //	arith.lua       exact integer arithmetic in Lua's doubles
 //	state.lua       the stored formats: the compatibility contract
 //	algorithms.lua  the four algorithms and the limit decoder
+//	decide.lua      the check script's definitions: one check
 //	check.lua       the check script's own part: a list of checks
 //	lease.lua       the lease script's own part: take and give back
 //	charge.lua      the charge script's own part: units spent elsewhere
@@ -29,6 +30,8 @@ var (
 	stateLua string
 	//go:embed lua/algorithms.lua
 	algorithmsLua string
+	//go:embed lua/decide.lua
+	decideLua string
 	//go:embed lua/check.lua
 	checkLua string
 	//go:embed lua/lease.lua
@@ -37,7 +40,7 @@ var (
 	chargeLua string
 
 	// checkBody and leaseBody are the two scripts after their clock.
-	checkBody  = arithLua + stateLua + algorithmsLua + checkLua
+	checkBody  = arithLua + stateLua + algorithmsLua + decideLua + checkLua
 	leaseBody  = arithLua + stateLua + algorithmsLua + leaseLua
 	chargeBody = arithLua + stateLua + algorithmsLua + chargeLua
 
@@ -68,7 +71,9 @@ var (
 // clock's own locals are returned from rw_clock). The shared parts run in
 // rw_define on the first call, not at load, because a library's loading
 // code sees no globals but redis (7.0). What they define lives as long as
-// the library: they must keep no state from one call to the next. The
+// the library: they keep nothing from one call that changes the next,
+// only bounded memos of what arguments decode to (num, limit and head)
+// and records every call writes before it reads them (decide.lua). The
 // library's name is its text's hash, so every version of the scripts has
 // its own and replicas of different versions never share one.
 

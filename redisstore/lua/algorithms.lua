@@ -35,7 +35,7 @@ local function fixed_window(st, key, rate, P, cap, n, consume)
     if consume and n > 0 then
       count = count + n
       rem = rem - n
-      save_fixed(key, count, ws, P)
+      if not add_fixed(st, key, ws, n) then save_fixed(key, count, ws, P) end
     end
   else
     retry = e - now
@@ -68,7 +68,8 @@ local function sliding_window(st, key, rate, P, cap, n, consume)
     prev = st.curr
   end
   local elapsed = now - ws
-  local w = weighted(prev, P, elapsed)
+  local w = 0
+  if prev > 0 then w = weighted(prev, P, elapsed) end
   local rem = rate - curr - w
   if rem < 0 then rem = 0 end
   local allowed, retry, reset = 0, 0, 0
@@ -77,7 +78,7 @@ local function sliding_window(st, key, rate, P, cap, n, consume)
     if consume and n > 0 then
       curr = curr + n
       rem = rem - n
-      save_sliding(key, curr, prev, ws, P)
+      if not add_sliding(st, key, ws, n, curr, prev) then save_sliding(key, curr, prev, ws, P) end
     end
   else
     local budget = rate - curr - n
@@ -197,8 +198,7 @@ end
 
 -- The table of algorithms, by the code the Go side sends (the value of
 -- ratewarden.Algorithm): the loader that reads a key's state into a
--- record, and the algorithm that decides on it. (A function rather than a
--- Lua table, which every execution would have to build anew.)
+-- record, and the algorithm that decides on it.
 local function algorithm(code)
   if code == '0' then return load_sliding, sliding_window end
   if code == '1' then return load_fixed, fixed_window end
@@ -206,11 +206,27 @@ local function algorithm(code)
   if code == '3' then return load_log, sliding_log end
 end
 
--- A limit travels as four arguments: algorithm code, rate, period_us,
--- capacity. read_limit decodes the four from ARGV[i]:
---   load, decide, rate, P, cap
+-- A limit travels as one argument, "code rate period_us capacity"
+-- (redisstore.limitEnc). limit decodes it into a record
+--   code, load, decide, rate, P, cap
+-- remembered by its text as num remembers numbers (arith.lua): a caller's
+-- few limits are decoded once per function library, not once per check.
+local match = string.match
+local limits, nlimits = {}, 0
+local function limit(s)
+  local l = limits[s]
+  if l then return l end
+  local code, rate, P, cap = match(s or '', '^(%d) (%d+) (%d+) (%d+)$')
+  local load, decide = algorithm(code)
+  if not load then error('ratewarden: bad limit ' .. tostring(s)) end
+  l = {code = code, load = load, decide = decide, rate = tonumber(rate), P = tonumber(P), cap = tonumber(cap)}
+  if nlimits >= 512 then limits, nlimits = {}, 0 end
+  limits[s], nlimits = l, nlimits + 1
+  return l
+end
+
+-- read_limit decodes the limit in ARGV[i]: load, decide, rate, P, cap, code.
 local function read_limit(i)
-  local load, decide = algorithm(ARGV[i])
-  if not load then error('ratewarden: unknown algorithm code ' .. tostring(ARGV[i])) end
-  return load, decide, tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  local l = limit(ARGV[i])
+  return l.load, l.decide, l.rate, l.P, l.cap, l.code
 end

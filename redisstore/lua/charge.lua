@@ -11,7 +11,7 @@
 -- advance and ceil_tat (algorithms.lua).
 --
 -- KEYS: one per limit. ARGV from ARGV[base]:
---   m, then m limits (four arguments each, read_limit), then pairs
+--   m, then m limits (one argument each, read_limit), then pairs
 --   units, ago_us   oldest first: units counted at now - ago_us
 -- units > 0 is a charge, units < 0 a refund; ago_us < 0 (refunds only)
 -- dates a token bucket reservation not yet reached by the TAT it left.
@@ -33,7 +33,7 @@
 local call, fmod, tonumber = redis.call, math.fmod, tonumber
 
 local m = tonumber(ARGV[base])
-local pb = base + 1 + 4 * m -- the first pair
+local pb = base + 1 + m -- the first pair
 local npairs = (#ARGV - pb + 1) / 2
 local units, ats = {}, {}
 for i = 1, npairs do
@@ -212,15 +212,14 @@ end
 
 local states = {}
 for j = 1, m do
-  local load, _, _, P = read_limit(base + 1 + 4 * (j - 1))
+  local load, _, _, P = read_limit(base + j)
   states[j] = new_state()
   load(states[j], KEYS[j], P)
 end
 local out = {now}
 for j = 1, m do
-  local ai, key, st = base + 1 + 4 * (j - 1), KEYS[j], states[j]
-  local _, _, rate, P = read_limit(ai)
-  local code = ARGV[ai]
+  local key, st = KEYS[j], states[j]
+  local _, _, rate, P, _, code = read_limit(base + j)
   if code == '0' or code == '1' then
     out[j + 1] = charge_window(key, st, P, code == '0')
   elseif code == '2' then

@@ -8,7 +8,7 @@
 -- new_state, load_fixed and save_fixed (state.lua).
 --
 -- KEYS[1]: the key. ARGV from ARGV[base]:
---   'take', a limit (four arguments, read_limit), need, want
+--   'take', a limit (one argument, read_limit), need, want
 --       fixed_window or token_bucket, 1 <= need <= want. Two checks at the
 --       one instant now: a verdict for cost need; if it admits, a check
 --       of cost min(want, remaining) that consumes.
@@ -37,12 +37,11 @@ if op == 'give' then
   return {now, units}
 end
 
-local code = ARGV[base + 1]
+local load, decide, rate, P, cap, code = read_limit(base + 1)
 if code ~= '1' and code ~= '2' then
   error('ratewarden: leases need fixed_window or token_bucket, got code ' .. tostring(code))
 end
-local load, decide, rate, P, cap = read_limit(base + 1)
-local need, want = tonumber(ARGV[base + 5]), tonumber(ARGV[base + 6])
+local need, want = tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3])
 local st = new_state()
 load(st, key, P)
 local ok, rem, retry, reset = decide(st, key, rate, P, cap, need, false)

@@ -42,6 +42,7 @@
 --
 --   windows:      start, curr, prev    the window start (µs) and counts
 --                                      (fixed_window: prev is 0)
+--                 compact              read from a compact integer form
 --   token bucket: tat, frac            T and F (0, 0: no key)
 --   sliding log:  live, newest         the units in (now - P, now] and the
 --                                      newest instant; the members stay
@@ -58,7 +59,7 @@ local COMPACT = redis.REDIS_VERSION_NUM ~= nil
 -- new_state returns a record holding every field, so that loading any
 -- algorithm's state into it never grows the table.
 local function new_state()
-  return {start = 0, curr = 0, prev = 0, tat = 0, frac = 0, live = 0, newest = 0}
+  return {start = 0, curr = 0, prev = 0, compact = false, tat = 0, frac = 0, live = 0, newest = 0}
 end
 
 -- expiry returns the key's expiry in µs; a key of the windows or the bucket
@@ -78,12 +79,14 @@ end
 
 local function load_fixed(st, key, P)
   local v = call('GET', key)
+  st.compact = false
   if not v then
     st.start, st.curr, st.prev = 0, 0, 0
     return
   end
   if match(v, '^%d+$') then
     st.start, st.curr, st.prev = expiry(key, 'fixed window') - P, tonumber(v), 0
+    st.compact = true
     return
   end
   local s, c = match(v, '^(%d+) (%d+)$')
@@ -95,7 +98,7 @@ end
 -- its end; with keep the key keeps the expiry it has (every form of a
 -- window's state has the same expiry, its end).
 local function save_fixed(key, count, ws, P, keep)
-  local v = int(count)
+  local v = decimal(count)
   if not COMPACT then v = int(ws) .. ' ' .. v end
   if keep then
     call('SET', key, v, 'KEEPTTL')
@@ -111,12 +114,14 @@ local SMALL, PACK, PACKMAX = 10000, 100000000, 90000000
 
 local function load_sliding(st, key, P)
   local v = call('GET', key)
+  st.compact = false
   if not v then
     st.start, st.curr, st.prev = 0, 0, 0
     return
   end
   local c, p
   if match(v, '^%d+$') then
+    st.compact = true
     local x = tonumber(v)
     if x < SMALL then
       c = fmod(x, 100)
@@ -146,13 +151,37 @@ local function save_sliding(key, curr, prev, ws, P)
   if not COMPACT then
     v = int(ws) .. ' ' .. int(curr) .. ' ' .. int(prev)
   elseif curr < 100 and prev < 100 then
-    v = int(prev * 100 + curr)
+    v = decimal(prev * 100 + curr)
   elseif curr < PACKMAX and prev < PACKMAX then
     v = int(SMALL + prev * PACK + curr)
   else
     v = int(curr) .. ' ' .. int(prev)
   end
   call('SET', key, v, 'PXAT', ms_at(ws + 2 * P))
+end
+
+-- add_fixed and add_sliding write a check's consumption of n, which made
+-- the current window's count curr, with INCRBY when the key holds that
+-- window in a compact form that stays the same form: the value and the
+-- expiry (INCRBY keeps it) are what save_fixed or save_sliding would
+-- write, for about a third of Redis' work. They report whether they did;
+-- if not, the caller saves.
+local function add_fixed(st, key, ws, n)
+  if not (COMPACT and st.compact) or st.start ~= ws then return false end
+  call('INCRBY', key, decimal(n))
+  return true
+end
+
+local function add_sliding(st, key, ws, n, curr, prev)
+  if not (COMPACT and st.compact) or st.start ~= ws then return false end
+  local was = curr - n
+  if curr < 100 and prev < 100 then
+    -- small before and after (was <= curr)
+  elseif (was < 100 and prev < 100) or curr >= PACKMAX then
+    return false -- the form changes
+  end
+  call('INCRBY', key, decimal(n))
+  return true
 end
 
 local function load_bucket(st, key)
