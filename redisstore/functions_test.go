@@ -153,3 +153,56 @@ func newClientAs(tb testing.TB, addr, user, password string) rueidis.Client {
 	tb.Cleanup(c.Close)
 	return c
 }
+
+// A function library keeps its decoded limits and heads and its reply
+// table from one call to the next: past the memos' bounds every limit and
+// cost still decides as itself, and a call with fewer results than the
+// one before gets only its own.
+func TestFunctionsMemos(t *testing.T) {
+	srv := testredis.Start(t)
+	s, ev := functionStore(t, srv.Addr)
+	if ev.fn == "" {
+		t.Fatal("no function on a standalone client")
+	}
+	algos := []ratewarden.Algorithm{ratewarden.SlidingWindow, ratewarden.FixedWindow, ratewarden.TokenBucket}
+	for round := range 2 {
+		for i := range 600 {
+			lim := ratewarden.Limit{Algorithm: algos[i%3], Rate: int64(10 + i), Period: time.Hour}
+			r, err := check(s, "memo:"+strconv.Itoa(i), lim, 1)
+			if err != nil {
+				t.Fatalf("limit %v: %v", lim, err)
+			}
+			if want := lim.Rate - 1 - int64(round); !r.Allowed || r.Remaining != want {
+				t.Fatalf("round %d, limit %v: allowed %v, remaining %d; want admitted, %d", round, lim, r.Allowed, r.Remaining, want)
+			}
+		}
+	}
+	big := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1 << 30, Period: time.Hour}
+	left := big.Rate
+	for cost := int64(1); cost <= 600; cost++ {
+		r, err := check(s, "costs", big, cost)
+		if err != nil {
+			t.Fatalf("cost %d: %v", cost, err)
+		}
+		left -= cost
+		if !r.Allowed || r.Remaining != left {
+			t.Fatalf("cost %d: allowed %v, remaining %d; want admitted, %d", cost, r.Allowed, r.Remaining, left)
+		}
+	}
+	three := []ratewarden.Limit{ratewarden.PerMinute(5), ratewarden.PerHour(7), {Algorithm: ratewarden.TokenBucket, Rate: 9, Period: time.Hour}}
+	res := make([]ratewarden.Result, 3)
+	for i := range 3 {
+		if err := s.Check(bg, &ratewarden.Request{Key: "three", Limits: three, Cost: 1}, res); err != nil {
+			t.Fatal(err)
+		}
+		// The reply table held 13 integers; this one has 5 (Check
+		// refuses a reply of another length).
+		r, err := check(s, "one", ratewarden.PerMinute(5), 1)
+		if err != nil || !r.Allowed || r.Remaining != int64(4-i) {
+			t.Fatalf("after three limits, check %d: %+v, %v; want admitted, %d left", i, r, err, 4-i)
+		}
+	}
+	if res[0].Remaining != 2 || res[1].Remaining != 4 || res[2].Remaining != 6 {
+		t.Errorf("three limits after 3 checks: remaining %d, %d, %d; want 2, 4, 6", res[0].Remaining, res[1].Remaining, res[2].Remaining)
+	}
+}
