@@ -366,10 +366,10 @@ func TestCountIfAndMaxInFlightOptionErrors(t *testing.T) {
 		field  string
 	}{
 		{"nil count func", httplimit.WithCountIf(nil), ratewarden.ErrInvalidConfig, "WithCountIf"},
-		{"max 0", httplimit.WithMaxInFlight(0, time.Minute), ratewarden.ErrInvalidLimit, "WithMaxInFlight: max"},
-		{"max too big", httplimit.WithMaxInFlight(ratewarden.MaxPermits+1, time.Minute), ratewarden.ErrInvalidLimit, "WithMaxInFlight: max"},
-		{"ttl 0", httplimit.WithMaxInFlight(4, 0), ratewarden.ErrInvalidLimit, "WithMaxInFlight: ttl"},
-		{"ttl too long", httplimit.WithMaxInFlight(4, ratewarden.MaxPeriod+time.Millisecond), ratewarden.ErrInvalidLimit, "WithMaxInFlight: ttl"},
+		{"max 0", httplimit.WithMaxInFlight(0, time.Minute), ratewarden.ErrInvalidLimit, "WithMaxInFlight: ratewarden: max permits"},
+		{"max too big", httplimit.WithMaxInFlight(ratewarden.MaxPermits+1, time.Minute), ratewarden.ErrInvalidLimit, "WithMaxInFlight: ratewarden: max permits"},
+		{"ttl 0", httplimit.WithMaxInFlight(4, 0), ratewarden.ErrInvalidLimit, "WithMaxInFlight: ratewarden: permit ttl"},
+		{"ttl too long", httplimit.WithMaxInFlight(4, ratewarden.MaxPeriod+time.Millisecond), ratewarden.ErrInvalidLimit, "WithMaxInFlight: ratewarden: permit ttl"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -88,7 +88,12 @@ func (c *config) validate() error {
 	case c.countIfSet && c.countIf == nil:
 		msg = "WithCountIf: count function must not be nil"
 	case c.inFlightSet:
-		return validInFlight(c.maxInFlight, c.inFlightTTL)
+		// What Limiter.Acquire takes, checked here so that a bad cap fails
+		// New rather than every request.
+		if err := ratewarden.ValidatePermit(c.maxInFlight, c.inFlightTTL); err != nil {
+			return fmt.Errorf("httplimit: WithMaxInFlight: %w", err)
+		}
+		return nil
 	default:
 		return nil
 	}
@@ -103,18 +108,6 @@ func (c *config) storeCan(st ratewarden.Store) error {
 	}
 	if _, ok := st.(ratewarden.PermitStore); c.maxInFlight > 0 && !ok {
 		return fmt.Errorf("httplimit: WithMaxInFlight: the Limiter's store (%T) holds no permits (not a ratewarden.PermitStore): %w", st, ratewarden.ErrInvalidConfig)
-	}
-	return nil
-}
-
-// validInFlight checks WithMaxInFlight's arguments as Limiter.Acquire
-// would, so that a bad one fails New rather than every request.
-func validInFlight(max int64, ttl time.Duration) error {
-	switch {
-	case max < 1 || max > ratewarden.MaxPermits:
-		return fmt.Errorf("httplimit: WithMaxInFlight: max must be between 1 and %d, got %d: %w", ratewarden.MaxPermits, max, ratewarden.ErrInvalidLimit)
-	case ttl < ratewarden.MinPeriod || ttl > ratewarden.MaxPeriod:
-		return fmt.Errorf("httplimit: WithMaxInFlight: ttl must be between %v and %v, got %v: %w", ratewarden.MinPeriod, ratewarden.MaxPeriod, ttl, ratewarden.ErrInvalidLimit)
 	}
 	return nil
 }
