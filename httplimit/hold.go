@@ -27,17 +27,25 @@ func (o *outcome) holds() bool {
 	return o.proceed && ((o.resv != nil && o.resv.Allowed) || (o.permit != nil && o.permit.Acquired))
 }
 
+// take makes h hold what o holds: its reservation when admitted, its
+// permit when acquired.
+func (h *hold) take(o *outcome) {
+	if o.resv != nil && o.resv.Allowed {
+		h.resv = o.resv
+	}
+	if o.permit != nil && o.permit.Acquired {
+		h.permit = o.permit
+	}
+}
+
 // hold takes over what o holds for r. The permit is extended until
 // finish, and with a Verdict's (byVerdict) no longer once r's context is
 // done; not at all when that context can never be done, so that a
 // Verdict nobody ends keeps its permit ttl at most.
 func (m *Middleware) hold(r *http.Request, o *outcome, byVerdict bool) *hold {
 	h := &hold{m: m, r: r, key: o.key}
-	if o.resv != nil && o.resv.Allowed {
-		h.resv = o.resv
-	}
-	if o.permit != nil && o.permit.Acquired {
-		h.permit = o.permit
+	h.take(o)
+	if h.permit != nil {
 		switch {
 		case !byVerdict:
 			h.startExtender(context.Background()) // until finish
@@ -60,13 +68,17 @@ func (h *hold) finish(status int) {
 		h.ext.stop()
 	}
 	defer h.release() // also when the CountFunc panics
-	if h.resv == nil || status == 0 || h.m.countIf(h.r, status) {
-		return
+	if h.resv != nil && status != 0 && !h.m.countIf(h.r, status) {
+		h.giveBack("give back the units of a request that does not count (it stays counted)")
 	}
+}
+
+// giveBack cancels h's reservation; what says what failed, for the log.
+func (h *hold) giveBack(what string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.r.Context()), finishTimeout)
 	defer cancel()
 	if _, err := h.resv.Cancel(ctx); err != nil {
-		h.m.afterFailed(h.r, h.key, "give back the units of a request that does not count (it stays counted)", err)
+		h.m.afterFailed(h.r, h.key, what, err)
 	}
 }
 
@@ -87,20 +99,11 @@ func (m *Middleware) drop(r *http.Request, o *outcome) {
 	if o.resv == nil && o.permit == nil {
 		return
 	}
-	h := &hold{m: m, r: r, key: o.key}
-	if o.resv != nil && o.resv.Allowed {
-		h.resv = o.resv
-	}
-	if o.permit != nil && o.permit.Acquired {
-		h.permit = o.permit
-	}
+	h := hold{m: m, r: r, key: o.key}
+	h.take(o)
 	if h.resv != nil {
 		// Nothing was served: give the units back, whatever the CountFunc.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), finishTimeout)
-		if _, err := h.resv.Cancel(ctx); err != nil {
-			m.afterFailed(r, o.key, "give back the units of a request that was not served (it stays counted)", err)
-		}
-		cancel()
+		h.giveBack("give back the units of a request that was not served (it stays counted)")
 	}
 	h.release()
 }
