@@ -95,6 +95,7 @@ const serveExits = `  0  stopped by SIGINT or SIGTERM after a clean shutdown
 type serveFlags struct {
 	httpAddr, grpcAddr, cfgPaths, redisURL, token, failure, replicas *string
 	redisTimeout, reload, grace, logLevel, logFormat                 *string
+	leaseSize                                                        *string
 	inline, maxKeyBytes, adminAddr                                   *string
 	rlsHeaders, mergeDomains, dynMeta, shadowMode, quotaMode         *string
 	headerNames                                                      [3]string
@@ -118,6 +119,7 @@ func newServeFlags(getenv func(string) string) (*flag.FlagSet, serveFlags) {
 		failure:         envFlag(fs, getenv, "failure-policy", "RATEWARDEN_FAILURE_POLICY", string(config.LocalFallback), "failure policy of limits whose config names none: fail_open, fail_closed, local_fallback"),
 		replicas:        envFlag(fs, getenv, "replicas", "RATEWARDEN_REPLICAS", "1", "number of service replicas sharing the limits (local_fallback's share)"),
 		redisTimeout:    envFlag(fs, getenv, "redis-timeout", "RATEWARDEN_REDIS_TIMEOUT", "50ms", "deadline of each Redis call before the failure policy answers"),
+		leaseSize:       envFlag(fs, getenv, "lease-size", "RATEWARDEN_LEASE_SIZE", "0", "with --redis: units a replica takes from Redis at once for fixed_window and token_bucket limits, admitted locally (lease mode, docs/leases.md: never more than a limit, maybe fewer; for hot keys); 0: off"),
 		reload:          envFlag(fs, getenv, "reload-interval", "RATEWARDEN_RELOAD_INTERVAL", "1s", "how often config files are checked for changes (0: only on SIGHUP)"),
 		grace:           envFlag(fs, getenv, "shutdown-grace", "RATEWARDEN_SHUTDOWN_GRACE", "10s", "time requests in flight get to finish on SIGTERM"),
 		logLevel:        envFlag(fs, getenv, "log-level", "RATEWARDEN_LOG_LEVEL", "info", "debug, info, warn or error"),
@@ -223,6 +225,7 @@ type settings struct {
 	failure            config.FailurePolicy
 	replicas           int
 	redisTimeout       time.Duration
+	leaseSize          int64 // 0: no leases
 	reload, grace      time.Duration
 	logLevel           slog.Level
 	logJSON            bool
@@ -266,6 +269,12 @@ func (f serveFlags) settings() (settings, error) {
 	// 0 would make every Redis call fail at once.
 	if st.redisTimeout, err = duration("--redis-timeout", *f.redisTimeout, false); err != nil {
 		return st, err
+	}
+	if st.leaseSize, err = strconv.ParseInt(*f.leaseSize, 10, 64); err != nil || st.leaseSize < 0 {
+		return st, fmt.Errorf("--lease-size %q: want a whole number >= 0", *f.leaseSize)
+	}
+	if st.leaseSize > 0 && st.redisURL == "" {
+		return st, fmt.Errorf("--lease-size %d needs --redis: leases take capacity from Redis (in memory, every check is local already)", st.leaseSize)
 	}
 	if st.reload, err = duration("--reload-interval", *f.reload, true); err != nil {
 		return st, err
@@ -454,6 +463,7 @@ func newBackend(st settings, log *slog.Logger) (server.Backend, func(), error) {
 	r, err := backend.NewRedis(st.redisURL,
 		backend.WithTLS(st.redisTLS),
 		backend.WithTimeout(st.redisTimeout),
+		backend.WithLeaseSize(st.leaseSize),
 		backend.WithReplicas(st.replicas),
 		backend.WithLogger(log))
 	if err != nil {

@@ -52,6 +52,10 @@ func TestServeSettings(t *testing.T) {
 	if !st.inline || st.maxKeyBytes != 64 || st.adminAddr != "127.0.0.1:9" {
 		t.Errorf("exposure flags: %+v", st)
 	}
+	st, err = parseServe(t, map[string]string{"RATEWARDEN_LEASE_SIZE": "50"}, "--redis", "redis://127.0.0.1:1")
+	if err != nil || st.leaseSize != 50 {
+		t.Errorf("RATEWARDEN_LEASE_SIZE=50: lease size %d, %v", st.leaseSize, err)
+	}
 	for _, tc := range []struct{ args []string }{
 		{[]string{"--log-level", "loud"}},
 		{[]string{"--log-format", "xml"}},
@@ -63,6 +67,9 @@ func TestServeSettings(t *testing.T) {
 		{[]string{"--inline-limits=maybe"}},
 		{[]string{"--max-key-bytes", "0"}},
 		{[]string{"--max-key-bytes", "1k"}},
+		{[]string{"--lease-size", "-1", "--redis", "redis://127.0.0.1:1"}},
+		{[]string{"--lease-size", "lots", "--redis", "redis://127.0.0.1:1"}},
+		{[]string{"--lease-size", "50"}}, // no --redis
 	} {
 		name, _, _ := strings.Cut(tc.args[0], "=")
 		if _, err := parseServe(t, nil, tc.args...); err == nil || !strings.HasPrefix(err.Error(), name) {

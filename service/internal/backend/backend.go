@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/fallback"
+	"github.com/ratewarden/ratewarden/lease"
 	"github.com/ratewarden/ratewarden/memstore"
 	"github.com/ratewarden/ratewarden/redisstore"
 	"github.com/ratewarden/ratewarden/service/config"
@@ -78,6 +79,7 @@ type redisOptions struct {
 	replicas int
 	probe    time.Duration
 	logger   *slog.Logger
+	leases   int64
 }
 
 // Option configures a Redis backend.
@@ -173,6 +175,13 @@ func applyTLS(copt *rueidis.ClientOption, t RedisTLS) error {
 	return nil
 }
 
+// WithLeaseSize turns on lease mode (stack.WithLeases) with leases of n
+// units: a replica takes a hot fixed_window or token_bucket limit's
+// capacity from Redis n units at a time and admits from it locally, never
+// more than the limit, possibly fewer (docs/leases.md). 0, the default,
+// is off.
+func WithLeaseSize(n int64) Option { return func(o *redisOptions) { o.leases = n } }
+
 // WithLogger sets the logger of the breakers.
 func WithLogger(l *slog.Logger) Option { return func(o *redisOptions) { o.logger = l } }
 
@@ -220,12 +229,16 @@ func NewRedis(url string, opts ...Option) (*Redis, error) {
 
 // newRedis builds the stack on client and a front per failure policy.
 func newRedis(client rueidis.Client, o redisOptions) (*Redis, error) {
-	st, err := stack.New(client, stack.WithFallback(
+	opts := []stack.Option{stack.WithFallback(
 		fallback.WithTimeout(o.timeout),
 		fallback.WithReplicas(o.replicas),
 		fallback.WithProbeInterval(o.probe),
 		fallback.WithLogger(o.logger),
-	))
+	)}
+	if o.leases > 0 {
+		opts = append(opts, stack.WithLeases(lease.WithSize(o.leases)))
+	}
+	st, err := stack.New(client, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("backend: redis stack: %w", err)
 	}
@@ -255,6 +268,8 @@ func (o *redisOptions) validate() error {
 		msg = fmt.Sprintf("probe interval must be > 0, got %v", o.probe)
 	case o.logger == nil:
 		msg = "logger must not be nil"
+	case o.leases < 0:
+		msg = fmt.Sprintf("lease size must be >= 0, got %d", o.leases)
 	default:
 		return nil
 	}
@@ -307,6 +322,16 @@ func (r *Redis) Breakers() map[config.FailurePolicy]int {
 
 // Close closes the Redis client.
 func (r *Redis) Close() error {
+	// Unused leased units go back to Redis before the client closes.
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	err := r.stack.Close(ctx)
+	cancel()
 	r.client.Close()
+	if err != nil {
+		return fmt.Errorf("backend: redis: give leases back: %w", err)
+	}
 	return nil
 }
+
+// closeTimeout bounds how long Close gives leased units back.
+const closeTimeout = 2 * time.Second

@@ -39,6 +39,7 @@ func TestNewRedisRejectsBadOptions(t *testing.T) {
 		{backend.WithReplicas(0), "replicas must be >= 1, got 0"},
 		{backend.WithProbeInterval(0), "probe interval must be > 0, got 0s"},
 		{backend.WithLogger(nil), "logger must not be nil"},
+		{backend.WithLeaseSize(-1), "lease size must be >= 0, got -1"},
 	} {
 		b, err := backend.NewRedis("redis://"+rs.Addr, tc.opt)
 		if err == nil {
@@ -157,5 +158,77 @@ func TestFrontsShareOneDenyCache(t *testing.T) {
 	}
 	if got := b.Breakers(); len(got) != len(config.FailurePolicies) {
 		t.Errorf("Breakers() = %v, want one per failure policy", got)
+	}
+}
+
+// TestLeaseSize: with leases, two replicas on one Redis admit a hot fixed
+// window from leases, never more than its limit and at most a lease each
+// fewer; and Close gives a replica's unused units back.
+func TestLeaseSize(t *testing.T) {
+	rs := testredis.Start(t)
+	const size, rate = 10, 100
+	hot := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: rate, Period: time.Hour}
+	open := func(opts ...backend.Option) (*backend.Redis, *ratewarden.Limiter) {
+		t.Helper()
+		b, err := backend.NewRedis("redis://"+rs.Addr, append([]backend.Option{backend.WithTimeout(5 * time.Second)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := b.Store(config.FailClosed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := ratewarden.New(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, l
+	}
+	a, la := open(backend.WithLeaseSize(size))
+	b, lb := open(backend.WithLeaseSize(size))
+	admitted, leased := 0, 0
+	for n := range 3 * rate {
+		l := la
+		if n%2 == 1 {
+			l = lb
+		}
+		r, err := l.Allow(t.Context(), "tenant", hot)
+		if err != nil {
+			t.Fatalf("check %d: %v", n, err)
+		}
+		if r.Allowed {
+			admitted++
+		}
+		if r.Source == ratewarden.SourceLease {
+			leased++
+		}
+	}
+	if admitted > rate || admitted < rate-2*size {
+		t.Errorf("%d admitted of %d/h by two replicas with leases of %d; want %d to %d", admitted, rate, size, rate-2*size, rate)
+	}
+	if leased < admitted/2 {
+		t.Errorf("%d of %d checks answered from leases; want most", leased, 3*rate)
+	}
+
+	// Replica a takes a lease of 10 for 3 checks; its Close gives the 7
+	// back, so Redis has 97 left.
+	for n := range 3 {
+		if r, err := la.Allow(t.Context(), "solo", hot); err != nil || !r.Allowed {
+			t.Fatalf("solo check %d: %+v, %v", n, r, err)
+		}
+	}
+	for _, x := range []*backend.Redis{a, b} {
+		if err := x.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain, lp := open()
+	defer plain.Close()
+	r, err := lp.AllowN(t.Context(), "solo", hot, 0) // cost 0: the state
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Remaining != rate-3 {
+		t.Errorf("after Close, Redis has %d left of %d after 3 checks; want %d (the unused leased units back)", r.Remaining, rate, rate-3)
 	}
 }
