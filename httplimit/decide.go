@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -235,6 +236,22 @@ type Verdict struct {
 // acquired), and its reservation counts.
 func (v Verdict) Done(status int) {
 	v.hold.finish(status)
+}
+
+// DoneAfter calls Done(0) once ctx is done, and at once when ctx can
+// never be done (context.Background): for a Verdict whose request ends
+// out of the caller's sight (a check made inside a handler the caller
+// does not wrap), so that its permit is released when the request's
+// context ends rather than ttl later. Status 0 counts the reservation.
+// It does nothing for a Verdict that holds nothing.
+func (v Verdict) DoneAfter(ctx context.Context) {
+	switch {
+	case v.hold == nil:
+	case ctx.Done() == nil:
+		v.hold.finish(0)
+	default:
+		context.AfterFunc(ctx, func() { v.hold.finish(0) })
+	}
 }
 
 // Rejected reports whether the request is denied for being over the

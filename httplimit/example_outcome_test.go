@@ -1,6 +1,7 @@
 package httplimit_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"net/http"
@@ -127,4 +128,34 @@ func ExampleVerdict_Done() {
 	// 200 remaining before: 4
 	// 404 remaining before: 4
 	// 200 remaining before: 3
+}
+
+func ExampleVerdict_DoneAfter() {
+	mw, err := httplimit.New(exampleLimiter(),
+		httplimit.WithLimits(ratewarden.PerMinute(100)),
+		httplimit.WithMaxInFlight(1, 30*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, requestEnds := context.WithCancel(context.Background())
+	r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+	r.RemoteAddr = "203.0.113.7:5000"
+	v := mw.Decide(r)
+	// A check inside a handler nobody wraps: it ends with the request.
+	v.DoneAfter(ctx)
+	fmt.Println("second request while the first runs:", mw.Decide(r.Clone(context.Background())).Proceed)
+	requestEnds()
+	// The release runs on a goroutine of its own, soon after.
+	for range 10_000 {
+		next := mw.Decide(r.Clone(context.Background()))
+		next.Done(http.StatusOK)
+		if next.Proceed {
+			fmt.Println("second request after the first ended: admitted")
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Output:
+	// second request while the first runs: false
+	// second request after the first ended: admitted
 }

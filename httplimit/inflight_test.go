@@ -343,6 +343,52 @@ func TestMaxInFlightVerdict(t *testing.T) {
 	})
 }
 
+// DoneAfter ends a Verdict when its context ends (its permit released
+// then, well before the ttl, and its reservation counted), at once on a
+// context that can never end, and not twice after Done.
+func TestVerdictDoneAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, st := newLimiter(t, 0)
+		m := mustNew(t, l, httplimit.WithLimits(fixed(2, time.Hour)), httplimit.WithCountIf(httplimit.Failed),
+			httplimit.WithMaxInFlight(1, time.Hour))
+		const key = "default|ip:198.51.100.7"
+		req := func(ctx context.Context) *http.Request {
+			r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+			r.RemoteAddr = client
+			return r
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		v := m.Decide(req(ctx))
+		if !v.Proceed || !v.Info.InFlight.Acquired {
+			t.Fatalf("verdict %+v", v)
+		}
+		v.DoneAfter(ctx)
+		synctest.Wait()
+		if n := held(t, st, key, 1); n != 1 {
+			t.Errorf("%d permits held while the context lives, want 1", n)
+		}
+		cancel()
+		synctest.Wait()
+		if n := held(t, st, key, 1); n != 0 {
+			t.Errorf("%d permits held once the context ended, want 0", n)
+		}
+		v.Done(200) // ended already: the unit stays counted
+		v = m.Decide(req(context.Background()))
+		if !v.Proceed || !v.Info.InFlight.Acquired {
+			t.Fatalf("verdict on context.Background %+v", v)
+		}
+		v.DoneAfter(context.Background())
+		if n := held(t, st, key, 1); n != 0 {
+			t.Errorf("%d permits held after DoneAfter(context.Background()), want 0", n)
+		}
+		// Both requests counted (status 0): the limit of 2 is spent.
+		if v := m.Decide(req(context.Background())); !v.Rejected() {
+			t.Errorf("third verdict %+v, want rejected: DoneAfter must count both", v)
+		}
+		httplimit.Verdict{}.DoneAfter(context.Background()) // holds nothing: nothing happens
+	})
+}
+
 // Check cannot hold a permit past its own return: refused.
 func TestCheckRefusedUnderMaxInFlight(t *testing.T) {
 	l, err := ratewarden.New(mustMemstore(t))
