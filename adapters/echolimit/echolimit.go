@@ -41,7 +41,6 @@
 package echolimit
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 
@@ -247,18 +246,8 @@ func (m *Middleware) Check(c echo.Context, key string) (ok bool, err error) {
 		sc.held = append(sc.held, v)
 		return true, nil
 	}
-	endWith(c.Request().Context(), v)
+	v.DoneAfter(c.Request().Context())
 	return true, nil
-}
-
-// endWith ends v with status 0 when ctx is done: at once when it never
-// is.
-func endWith(ctx context.Context, v httplimit.Verdict) {
-	if ctx.Done() == nil {
-		v.Done(0)
-		return
-	}
-	context.AfterFunc(ctx, func() { v.Done(0) })
 }
 
 func (m *Middleware) answer(c echo.Context, v httplimit.Verdict) (bool, error) {

@@ -240,11 +240,7 @@ func (m *Middleware) Check(c *fiber.Ctx, key string) (ok bool, err error) {
 		sc.held = append(sc.held, v)
 		return true, nil
 	}
-	if ctx := c.UserContext(); ctx.Done() != nil {
-		context.AfterFunc(ctx, func() { v.Done(0) })
-	} else {
-		v.Done(0)
-	}
+	v.DoneAfter(c.UserContext())
 	return true, nil
 }
 

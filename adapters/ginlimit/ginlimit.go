@@ -33,7 +33,6 @@
 package ginlimit
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 
@@ -187,18 +186,8 @@ func (m *Middleware) Check(c *gin.Context, key string) bool {
 			return true
 		}
 	}
-	endWith(c.Request.Context(), v)
+	v.DoneAfter(c.Request.Context())
 	return true
-}
-
-// endWith ends v with status 0 when ctx is done: at once when it never
-// is.
-func endWith(ctx context.Context, v httplimit.Verdict) {
-	if ctx.Done() == nil {
-		v.Done(0)
-		return
-	}
-	context.AfterFunc(ctx, func() { v.Done(0) })
 }
 
 func (m *Middleware) answer(c *gin.Context, v httplimit.Verdict) bool {

@@ -225,11 +225,7 @@ func (i *Interceptor) Limit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if ctx.Done() == nil {
-		v.Done(0)
-	} else {
-		context.AfterFunc(ctx, func() { v.Done(0) })
-	}
+	v.DoneAfter(ctx)
 	return nil
 }
 
