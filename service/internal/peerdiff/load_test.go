@@ -79,7 +79,8 @@ var loadModes = []string{"redis-keys", "redis-hot", "redis-hot-over", "memory-ke
 // checkout. PEERDIFF_LOAD_PEER_CACHE, a size in bytes, adds
 // envoyproxy/ratelimit with its local cache of over-limit keys
 // (LOCAL_CACHE_SIZE_IN_BYTES, off by default) to the Redis-backed
-// modes; PEERDIFF_LOAD_BARE_LEASES, a number of units, adds barerls in
+// modes; PEERDIFF_LOAD_LEASES, a number of units, adds ratewarden with
+// --lease-size of that many, and PEERDIFF_LOAD_BARE_LEASES barerls in
 // lease mode (leases of that size). PEERDIFF_LOAD_PERF, a directory, gets perf(1) profiles of
 // the first repetition (which the recording slows) of every service, its
 // redis-server and the callers, beside the binaries. ratewarden runs with
@@ -195,13 +196,15 @@ func newLoadRig(t *testing.T, pin pinning, modes []string) *loadRig {
 		return slices.ContainsFunc(modes, func(m string) bool { return strings.HasPrefix(m, backend+"-") })
 	}
 	baseline := os.Getenv("PEERDIFF_LOAD_BASELINE")
-	// serve runs ratewarden (bin) on cfgDir, on redisURL ("": in memory).
-	serve := func(bin, redisURL string) (*exec.Cmd, string) {
+	// serve runs ratewarden (bin) on cfgDir, on redisURL ("": in memory),
+	// with extra flags.
+	serve := func(bin, redisURL string, extra ...string) (*exec.Cmd, string) {
 		addr := freeAddr(t)
 		args := []string{"serve", "--config", cfgDir, "--http-addr", freeAddr(t), "--grpc-addr", addr, "--log-level", "warn", "--rls-headers", "none"}
 		if redisURL != "" {
 			args = append(args, "--redis", redisURL)
 		}
+		args = append(args, extra...)
 		cmd := exec.Command(bin, args...)
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 		return cmd, addr
@@ -227,6 +230,11 @@ func newLoadRig(t *testing.T, pin pinning, modes []string) *loadRig {
 			rig.start(t, "ratewarden", oc, og, ourRedis),
 			rig.start(t, "envoyproxy/ratelimit", pc, pg, peerRedis),
 			rig.start(t, "library (bare)", bc, bg, bareRedis),
+		}
+		if n := os.Getenv("PEERDIFF_LOAD_LEASES"); n != "" {
+			rs := rig.redis(t)
+			c, a := serve(ourBin, "redis://"+rs.Addr, "--lease-size", n)
+			rig.redisSvcs = append(rig.redisSvcs, rig.start(t, "ratewarden (leases of "+n+")", c, a, rs))
 		}
 		if n := os.Getenv("PEERDIFF_LOAD_BARE_LEASES"); n != "" {
 			rs, a := rig.redis(t), freeAddr(t)
