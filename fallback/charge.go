@@ -55,20 +55,13 @@ func (s *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limi
 	if s.pinned(key) {
 		return s.chargeLocal(ctx, key, limits, spent, applied, ErrRecovering)
 	}
-	err := s.call(ctx, func(cctx context.Context) error {
+	cause, err := s.ask(ctx, func(cctx context.Context) error {
 		return s.charger.Charge(cctx, key, limits, spent, applied)
 	})
-	if err == nil {
-		return nil
+	if cause == nil {
+		return err
 	}
-	switch e := err.(type) {
-	case *passError:
-		return e.err
-	case *keyStateError:
-		s.keyStates.note(s)
-		return s.chargeLocal(ctx, key, limits, spent, applied, e.err)
-	}
-	return s.chargeLocal(ctx, key, limits, spent, applied, err)
+	return s.chargeLocal(ctx, key, limits, spent, applied, cause)
 }
 
 // chargeLocal applies spent to the local shares of key's LocalFallback

@@ -292,6 +292,26 @@ func (s *Store) call(ctx context.Context, fn func(context.Context) error) error 
 	return out
 }
 
+// ask runs fn on the primary through call and sorts what came of it, as
+// every operation that a policy may answer needs it: both nil when the
+// primary's answer stands; err, the caller's own (bad input, the end of
+// the caller's context), to return as it is; or cause, why the primary did
+// not answer (a failure, ErrOpen, or the key's unusable state, which
+// KeyStateErrors counts), for the policy to answer instead.
+func (s *Store) ask(ctx context.Context, fn func(context.Context) error) (cause, err error) {
+	out := s.call(ctx, fn)
+	switch e := out.(type) {
+	case nil:
+		return nil, nil
+	case *passError:
+		return nil, e.err // nil for errLocal: the primary's local answer stands
+	case *keyStateError:
+		s.keyStates.note(s)
+		return e.err, nil
+	}
+	return out, nil
+}
+
 // count is what the breaker is told of out, the judged outcome of a call
 // that began round: caller's business and local answers are left out; a
 // success, a key's bad state (the primary answered) and a failure count
@@ -326,7 +346,7 @@ func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewa
 	if s.pinned(req.Key) {
 		return s.degrade(ctx, req, res, ErrRecovering)
 	}
-	err := s.call(ctx, func(cctx context.Context) error {
+	cause, err := s.ask(ctx, func(cctx context.Context) error {
 		if err := s.primary.Check(cctx, req, res); err != nil {
 			return err
 		}
@@ -335,17 +355,10 @@ func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewa
 		}
 		return nil
 	})
-	if err == nil {
-		return nil
+	if cause == nil {
+		return err
 	}
-	switch e := err.(type) {
-	case *passError:
-		return e.err
-	case *keyStateError:
-		s.keyStates.note(s)
-		return s.degrade(ctx, req, res, e.err)
-	}
-	return s.degrade(ctx, req, res, err)
+	return s.degrade(ctx, req, res, cause)
 }
 
 // Reset implements ratewarden.Store: it resets key under limits on the

@@ -54,22 +54,18 @@ func (s *Store) Acquire(ctx context.Context, key, holder string, max int64, ttl 
 		return ratewarden.PermitResult{}, callerGone(ctx)
 	}
 	var pr ratewarden.PermitResult
-	err = s.call(ctx, func(cctx context.Context) error {
+	cause, err := s.ask(ctx, func(cctx context.Context) error {
 		var err error
 		pr, err = ps.Acquire(cctx, key, holder, max, ttl)
 		return err
 	})
-	if err == nil {
+	switch {
+	case err != nil:
+		return ratewarden.PermitResult{}, err
+	case cause == nil:
 		return pr, nil
 	}
-	switch e := err.(type) {
-	case *passError:
-		return ratewarden.PermitResult{}, e.err
-	case *keyStateError:
-		s.keyStates.note(s)
-		err = e.err
-	}
-	return s.degradePermit(ctx, key, holder, max, ttl, err)
+	return s.degradePermit(ctx, key, holder, max, ttl, cause)
 }
 
 // degradePermit answers an Acquire by the Store's policy; cause is why the
@@ -149,21 +145,18 @@ func (s *Store) permitCall(ctx context.Context, fn func(context.Context) (bool, 
 		return false, callerGone(ctx)
 	}
 	var ok bool
-	err := s.call(ctx, func(cctx context.Context) error {
+	cause, err := s.ask(ctx, func(cctx context.Context) error {
 		var err error
 		ok, err = fn(cctx)
 		return err
 	})
-	switch e := err.(type) {
-	case nil:
-		return ok, nil
-	case *passError:
-		return false, e.err
-	case *keyStateError:
-		s.keyStates.note(s)
-		return false, e.err
+	if err == nil {
+		err = cause
 	}
-	return false, err
+	if err != nil {
+		return false, err
+	}
+	return ok, nil
 }
 
 var _ ratewarden.PermitStore = (*Store)(nil)
