@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/httplimit"
 	"github.com/ratewarden/ratewarden/memstore"
 )
@@ -118,4 +119,27 @@ func mustMemstore(t *testing.T) *memstore.Store {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	return st
+}
+
+// outageLimiter is a Limiter whose store is down for good, answered by
+// fallback's policy (2 replicas, Retry-After 7 s), and the logger it logs
+// to.
+func outageLimiter(t *testing.T, policy fallback.Policy) (*ratewarden.Limiter, *slog.Logger) {
+	t.Helper()
+	primary, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = primary.Close() // every call fails with ErrStoreUnavailable
+	log, _ := newLogger()
+	st, err := fallback.New(primary, fallback.WithPolicy(policy), fallback.WithReplicas(2),
+		fallback.WithRetryAfter(7*time.Second), fallback.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratewarden.New(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, log
 }

@@ -422,21 +422,7 @@ func TestMaxInFlightDegradedPermits(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.policy.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				primary, err := memstore.New()
-				if err != nil {
-					t.Fatal(err)
-				}
-				_ = primary.Close() // every call fails with ErrStoreUnavailable
-				log, _ := newLogger()
-				st, err := fallback.New(primary, fallback.WithPolicy(tc.policy), fallback.WithReplicas(2),
-					fallback.WithRetryAfter(7*time.Second), fallback.WithLogger(log))
-				if err != nil {
-					t.Fatal(err)
-				}
-				l, err := ratewarden.New(st)
-				if err != nil {
-					t.Fatal(err)
-				}
+				l, log := outageLimiter(t, tc.policy)
 				var sources []ratewarden.Source
 				var mu sync.Mutex
 				g := newGate()
