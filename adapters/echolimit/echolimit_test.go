@@ -215,24 +215,7 @@ func login(h http.Handler, user, pass string) int {
 // request ends.
 func TestCheckSettled(t *testing.T) {
 	e := loginEcho(t, httplimit.Failed, true)
-	for i := range 10 {
-		if code := login(e, "ann", "good"); code != http.StatusOK {
-			t.Fatalf("success %d: %d; want 200", i, code)
-		}
-	}
-	for i := range 5 {
-		if code := login(e, "ann", "bad"); code != http.StatusUnauthorized {
-			t.Fatalf("failure %d: %d; want 401", i, code)
-		}
-	}
-	for _, pass := range []string{"bad", "good"} {
-		if code := login(e, "ann", pass); code != http.StatusTooManyRequests {
-			t.Errorf("ann after 5 failures, password %q: %d; want 429", pass, code)
-		}
-	}
-	if code := login(e, "bob", "good"); code != http.StatusOK {
-		t.Errorf("bob: %d; want 200", code)
-	}
+	adaptertest.CheckSettled(t, func(user, pass string) int { return login(e, user, pass) })
 }
 
 // A CountFunc that counts 401 only sees the custom error handler's 401

@@ -195,24 +195,7 @@ func login(r http.Handler, user, pass string) int {
 // denied otherwise).
 func TestCheckSettled(t *testing.T) {
 	r := loginRouter(t, true)
-	for i := range 10 {
-		if code := login(r, "ann", "good"); code != http.StatusOK {
-			t.Fatalf("success %d: %d; want 200", i, code)
-		}
-	}
-	for i := range 5 {
-		if code := login(r, "ann", "bad"); code != http.StatusUnauthorized {
-			t.Fatalf("failure %d: %d; want 401", i, code)
-		}
-	}
-	for _, pass := range []string{"bad", "good"} {
-		if code := login(r, "ann", pass); code != http.StatusTooManyRequests {
-			t.Errorf("ann after 5 failures, password %q: %d; want 429", pass, code)
-		}
-	}
-	if code := login(r, "bob", "good"); code != http.StatusOK {
-		t.Errorf("bob: %d; want 200", code)
-	}
+	adaptertest.CheckSettled(t, func(user, pass string) int { return login(r, user, pass) })
 }
 
 // Without Handler or Settle a check is ended when the request's context

@@ -243,3 +243,30 @@ func get(c *http.Client, u string) Reply {
 	b, _ := io.ReadAll(resp.Body)
 	return Reply{resp.StatusCode, resp.Header, string(b)}
 }
+
+// CheckSettled runs the scenario of a handler-level Check counted by
+// outcome (httplimit.Failed, 5 failures per user): login(user, password)
+// answers one login's status. 10 successes consume nothing, 5 failures
+// (401) are counted, and then that user is denied (429) whatever the
+// password while another user still logs in.
+func CheckSettled(t *testing.T, login func(user, password string) int) {
+	t.Helper()
+	for i := range 10 {
+		if code := login("ann", "good"); code != http.StatusOK {
+			t.Fatalf("success %d: %d; want 200", i, code)
+		}
+	}
+	for i := range 5 {
+		if code := login("ann", "bad"); code != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d; want 401", i, code)
+		}
+	}
+	for _, pass := range []string{"bad", "good"} {
+		if code := login("ann", pass); code != http.StatusTooManyRequests {
+			t.Errorf("ann after 5 failures, password %q: %d; want 429", pass, code)
+		}
+	}
+	if code := login("bob", "good"); code != http.StatusOK {
+		t.Errorf("bob: %d; want 200", code)
+	}
+}
