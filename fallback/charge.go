@@ -56,6 +56,9 @@ func (s *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limi
 		return s.chargeLocal(ctx, key, limits, spent, applied, ErrRecovering)
 	}
 	cause, err := s.ask(ctx, func(cctx context.Context) error {
+		if s.pinned(key) {
+			return errPinned
+		}
 		return s.charger.Charge(cctx, key, limits, spent, applied)
 	})
 	if cause == nil {

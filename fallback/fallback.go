@@ -211,6 +211,12 @@ func answeredLocally(res []ratewarden.Result) bool {
 	return len(res) > 0
 }
 
+// errPinned marks a call that found its key pinned (see pins) once the
+// breaker had let it through: the breaker closed, and pinned the key,
+// between the caller's first look and its call. It is no outcome of the
+// primary's; the key is answered on its local share, as a pinned key is.
+var errPinned = &passError{err: ErrRecovering}
+
 func isPass(err error) bool {
 	var p *passError
 	return errors.As(err, &p)
@@ -233,7 +239,7 @@ var errUncounted = errors.New("fallback: outcome counted with its round trip")
 // caller's own end: see callersFault); a *keyStateError; or the cause of
 // a failure, wrapping ratewarden.ErrStoreUnavailable.
 func (s *Store) judge(ctx context.Context, start time.Time, err error) error {
-	if err == nil || err == errLocal {
+	if err == nil || err == errLocal || err == errPinned {
 		return err
 	}
 	switch ratewarden.Classify(context.Background(), err) { // the caller's context is looked at below
@@ -304,6 +310,9 @@ func (s *Store) ask(ctx context.Context, fn func(context.Context) error) (cause,
 	case nil:
 		return nil, nil
 	case *passError:
+		if e == errPinned {
+			return ErrRecovering, nil
+		}
 		return nil, e.err // nil for errLocal: the primary's local answer stands
 	case *keyStateError:
 		s.keyStates.note(s)
@@ -347,6 +356,9 @@ func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewa
 		return s.degrade(ctx, req, res, ErrRecovering)
 	}
 	cause, err := s.ask(ctx, func(cctx context.Context) error {
+		if s.pinned(req.Key) {
+			return errPinned
+		}
 		if err := s.primary.Check(cctx, req, res); err != nil {
 			return err
 		}
@@ -595,6 +607,13 @@ func (s *Store) stateChanged(_ string, from, to gobreaker.State) {
 	} else if from == gobreaker.StateOpen {
 		s.openedAt.Store(0)
 	}
+	if to == gobreaker.StateClosed {
+		// Pin the journaled keys with the change itself: a check that
+		// finds the breaker closed must find them pinned, or the primary
+		// decides them before it has the outage's admissions. Nothing here
+		// calls the breaker; the writer runs on its own goroutine.
+		s.startReconcile()
+	}
 	e := &s.events
 	e.mu.Lock()
 	e.pending = append(e.pending, transition{toState(from), toState(to), now})
@@ -636,7 +655,6 @@ func (s *Store) report(t transition) {
 		msg += "; probing the primary store"
 	case t.to == StateClosed:
 		msg += "; primary store deciding again"
-		defer s.startReconcile()
 	}
 	s.cfg.logger.LogAttrs(context.Background(), level, msg,
 		slog.String("store", s.cfg.name),

@@ -142,10 +142,11 @@ func (s *Store) unpin() bool {
 	return true
 }
 
-// startReconcile runs when the breaker has closed again: it takes the
-// journal, pins its keys for the grace period and queues it for the
-// writer; when the grace ends, it unpins them and queues what they
-// admitted meanwhile. Every recovery does so, also one that comes while a
+// startReconcile runs when the breaker has closed again, under the
+// breaker's lock (so it must not call the breaker): it takes the journal,
+// pins its keys for the grace period and queues it for the writer; when
+// the grace ends, it unpins them and queues what they admitted
+// meanwhile. Every recovery does so, also one that comes while a
 // write-back or a grace is still under way (a breaker that closed, opened
 // and closed again): the keys of each stay on their local share for a
 // grace after the last recovery that found them in the journal.
