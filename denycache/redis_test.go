@@ -80,8 +80,11 @@ func flood(t *testing.T, st ratewarden.Store, key string, lim ratewarden.Limit, 
 // hour for a fixed window, per day for a token bucket: no token comes back
 // during the test), against a real redis-server, with and without the deny
 // cache, batched and not. Both admit exactly 100; with the cache, the
-// script calls per rejected request fall at least tenfold, to at most 1
-// per 100.
+// script calls per rejected request fall at least tenfold, and the
+// denials that reach Redis are at most one per goroutine: the checks in
+// flight when the first denial is remembered (the gate lets through what
+// the last answer said was left, which concurrent checks may have taken
+// since), after which every check is answered locally.
 func TestHotKeyFloodRedis(t *testing.T) {
 	srv := testredis.Start(t)
 	const goroutines, perG = 64, 200
@@ -133,8 +136,8 @@ func TestHotKeyFloodRedis(t *testing.T) {
 				perPlain, perCache := float64(plainCalls)/rejected, float64(cacheCalls)/rejected
 				t.Logf("%s: %d requests, 100 admitted; script calls: plain %d (%.4f per rejected), with the deny cache %d (%.4f per rejected, %d answered locally)",
 					lim, goroutines*perG, plainCalls, perPlain, cacheCalls, perCache, cached)
-				if cacheCalls == 0 || perPlain < 10*perCache || perCache > 0.01 {
-					t.Errorf("script calls per rejected request: plain %.4f, with the cache %.4f: want at least 10x fewer, and at most 1 per 100", perPlain, perCache)
+				if cacheCalls == 0 || perPlain < 10*perCache || cacheCalls > 100+goroutines {
+					t.Errorf("script calls per rejected request: plain %.4f, with the cache %.4f (%d calls): want at least 10x fewer, and at most %d calls (100 admissions and a denial per goroutine)", perPlain, perCache, cacheCalls, 100+goroutines)
 				}
 				return
 			}
