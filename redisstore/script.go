@@ -72,10 +72,11 @@ var (
 // rw_define on the first call, not at load, because a library's loading
 // code sees no globals but redis (7.0). What they define lives as long as
 // the library: they keep nothing from one call that changes the next,
-// only bounded memos of what arguments decode to (num, limit and head)
-// and records every call writes before it reads them (decide.lua). The
-// library's name is its text's hash, so every version of the scripts has
-// its own and replicas of different versions never share one.
+// only bounded memos of what arguments decode to (limit, head) and of
+// numbers formatted for Redis (ms_at, decimal), and records every call
+// writes before it reads them (decide.lua). The library's name is its
+// text's hash, so every version of the scripts has its own and replicas
+// of different versions never share one.
 
 // ownParts are the scripts' own parts: what runs on every call of a
 // function. A script whose text does not end with one of them runs with

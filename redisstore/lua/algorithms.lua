@@ -209,8 +209,9 @@ end
 -- A limit travels as one argument, "code rate period_us capacity"
 -- (redisstore.limitEnc). limit decodes it into a record
 --   code, load, decide, rate, P, cap
--- remembered by its text as num remembers numbers (arith.lua): a caller's
--- few limits are decoded once per function library, not once per check.
+-- remembered by its text, up to 512 limits (then the memo starts over): a
+-- caller's few limits are decoded once per function library, not once per
+-- check.
 local match = string.match
 local limits, nlimits = {}, 0
 local function limit(s)

@@ -8,27 +8,11 @@ local ceil, fmod, format = math.ceil, math.fmod, string.format
 -- int formats an integral number in full (tostring keeps 14 digits only).
 local function int(x) return format('%d', x) end
 
--- num is tonumber for the numbers a call's arguments carry (costs,
--- limits), remembered by their text: Lua's tonumber is C's strtod, which
--- costs about as much as a small Redis command, and callers send the same
--- few limits again and again. A function library keeps what its shared
--- parts define from one call to the next (script.go), so the memo starts
--- over past 512 numbers; a script run with EVALSHA starts it empty.
-local nums, nnums, tonumber = {}, 0, tonumber
-local function num(s)
-  local v = nums[s]
-  if v then return v end
-  v = tonumber(s)
-  if v then
-    if nnums >= 512 then nums, nnums = {}, 0 end
-    nums[s], nnums = v, nnums + 1
-  end
-  return v
-end
-
 -- ms_at is the PXAT argument for an instant in µs: in ms, rounded up, so a
 -- key never expires before the instant its state is good for. The window
--- ends every key of a period shares are remembered, as num's numbers are.
+-- ends every key of a period shares are remembered: a function library
+-- keeps them from one call to the next (script.go), up to 512 of them,
+-- then starts over; a script run with EVALSHA starts empty.
 local msats, nmsats = {}, 0
 local function ms_at(us)
   local s = msats[us]

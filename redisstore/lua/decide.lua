@@ -1,8 +1,8 @@
 -- The check script's definitions: deciding one check, all-or-nothing over
 -- its limits. check.lua runs them over a call's list of checks.
 --
--- Needs now (clock.lua), num (arith.lua), limit and
--- token_bucket_reserve (algorithms.lua) and new_state (state.lua).
+-- Needs now (clock.lua), limit and token_bucket_reserve (algorithms.lua)
+-- and new_state (state.lua).
 --
 -- These are definitions only, so that a function library (script.go)
 -- makes them once: the records below are reused by every call, and hold

@@ -48,7 +48,7 @@
 --                                      newest instant; the members stay
 --                                      in Redis
 --
--- Needs now (clock.lua) and int, ms_at (arith.lua).
+-- Needs now (clock.lua) and int, ms_at, decimal (arith.lua).
 
 local call, fmod, match, tonumber = redis.call, math.fmod, string.match, tonumber
 
