@@ -9,19 +9,14 @@ package redisstore_test
 // they report. Every loop is bounded, every address is loopback.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -293,7 +288,7 @@ func (job *procJob) permits(s *redisstore.Store) (*procReport, error) {
 	return rep, <-errs
 }
 
-// hold: take all Max permits of Key, say "held" on stdout, and keep them
+// hold: take all Max permits of Key, say so (childproc.Ready), and keep them
 // (extending every TTL/4) until killed, or for two minutes at most.
 func (job *procJob) hold(s *redisstore.Store) error {
 	l, err := ratewarden.New(s)
@@ -309,7 +304,7 @@ func (job *procJob) hold(s *redisstore.Store) error {
 		}
 		held[i] = p
 	}
-	fmt.Println("held")
+	childproc.Ready()
 	for range 8 * int(2*time.Minute/job.TTL) {
 		time.Sleep(job.TTL / 4)
 		for _, p := range held {
@@ -537,11 +532,11 @@ func TestProcsPermits(t *testing.T) {
 
 	// A holder killed with its permits.
 	victim := procJob{Kind: "hold", Addr: srv.Addr, Key: "crash", Max: max, TTL: ttl, Start: time.Now()}
-	killed := startHolder(t, victim)
+	holder := childproc.Start(t, victim, time.Minute)
 	if p, err := l.Acquire(context.Background(), "crash", max, ttl); err != nil || p.Acquired || p.Held != max {
 		t.Fatalf("Acquire while the victim holds all: %+v, %v; want refused", p, err)
 	}
-	at := killed()
+	at := holder.Kill(t)
 	ctx, cancel := context.WithTimeout(context.Background(), ttl+time.Minute)
 	defer cancel()
 	got := make([]time.Duration, max)
@@ -599,62 +594,6 @@ func maxOverlap(spans [][2]int64) int {
 		best = max(best, n)
 	}
 	return best
-}
-
-// childJobEnv is the variable internal/childproc hands a child its job in.
-const childJobEnv = "RATEWARDEN_CHILD_JOB"
-
-// startHolder starts a child on job (a "hold") and waits until it holds
-// its permits. The returned function SIGKILLs it and returns when.
-func startHolder(t *testing.T, job procJob) func() time.Time {
-	t.Helper()
-	spec, err := json.Marshal(job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childJobEnv+"="+string(spec))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
-	ready := make(chan bool, 1)
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(out)
-		ok := sc.Scan() && sc.Text() == "held"
-		ready <- ok
-		for sc.Scan() { // drain until the process ends
-		}
-		_ = cmd.Wait()
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			<-done
-			t.Fatalf("the holder process did not take its permits: %s", stderr.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("the holder process did not take its permits within a minute: %s", stderr.String())
-	}
-	return func() time.Time {
-		at := time.Now()
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		<-done
-		return at
-	}
 }
 
 // do runs a command on srv through testredis and fails the test on error.

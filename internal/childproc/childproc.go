@@ -4,10 +4,12 @@
 // runtime, clients and breakers, while the parent test injects the
 // faults. For tests only.
 //
-// A test package calls Serve first thing in TestMain; a test calls Run.
+// A test package calls Serve first thing in TestMain; a test calls Run,
+// or Start for a child it kills.
 package childproc
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -57,8 +59,7 @@ func Run[R any](t *testing.T, n int, job any, limit time.Duration) []*R {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), limit)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), env+"="+string(spec))
+			cmd := command(ctx, spec)
 			cmd.Stderr = &lineLog{t: t, prefix: fmt.Sprintf("child %d: ", i)}
 			out, err := cmd.Output()
 			if err != nil {
@@ -76,6 +77,86 @@ func Run[R any](t *testing.T, n int, job any, limit time.Duration) []*R {
 		}
 	}
 	return reps
+}
+
+// command is the test binary run again as a child on spec, running no
+// test.
+func command(ctx context.Context, spec []byte) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"="+string(spec))
+	return cmd
+}
+
+// readyLine is what Ready prints.
+const readyLine = "childproc: ready"
+
+// Ready tells the parent that started this child with Start that the job
+// has got where the parent waits for it (it holds what it is to be killed
+// holding, say). A job calls it once, from the child.
+func Ready() { fmt.Println(readyLine) }
+
+// Proc is a child started by Start. It runs until its job ends or Kill.
+type Proc struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the child has ended
+}
+
+// Start starts one child on job (marshalled as JSON), passes its stderr to
+// the test log, and returns once the job has called Ready. A child that
+// ends first, or has not called Ready within limit, fails the test; one
+// still running when the test ends is killed.
+func Start(t *testing.T, job any, limit time.Duration) *Proc {
+	t.Helper()
+	spec, err := json.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := command(context.Background(), spec)
+	cmd.Stderr = &lineLog{t: t, prefix: "child: "}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &Proc{cmd: cmd, done: make(chan struct{})}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+	})
+	ready := make(chan bool, 1)
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(out)
+		ready <- sc.Scan() && sc.Text() == readyLine
+		for sc.Scan() { // drain until the child ends
+		}
+		_ = cmd.Wait()
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			<-p.done
+			t.Fatalf("childproc: the child ended before it was ready (%v; its stderr is in the log)", cmd.ProcessState)
+		}
+	case <-time.After(limit):
+		t.Fatalf("childproc: the child was not ready within %v (its stderr is in the log)", limit)
+	}
+	return p
+}
+
+// Kill SIGKILLs p, a crash as the child sees it: no deferred call runs
+// and its connections are not closed cleanly. It returns once the child
+// has ended, with the instant it sent the signal.
+func (p *Proc) Kill(t *testing.T) time.Time {
+	t.Helper()
+	at := time.Now()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	return at
 }
 
 // lineLog passes a child's stderr to the test log.
