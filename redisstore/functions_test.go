@@ -157,13 +157,19 @@ func newClientAs(tb testing.TB, addr, user, password string) rueidis.Client {
 // A function library keeps its decoded limits and heads and its reply
 // table from one call to the next: past the memos' bounds every limit and
 // cost still decides as itself, and a call with fewer results than the
-// one before gets only its own.
+// one before gets only its own. On the test clock, stopped an hour or
+// more ahead, so that no window of these limits ends during the test and
+// no key expires, however slow the machine.
 func TestFunctionsMemos(t *testing.T) {
 	srv := testredis.Start(t)
-	s, ev := functionStore(t, srv.Addr)
-	if ev.fn == "" {
-		t.Fatal("no function on a standalone client")
+	inner := newRueidisEval(newClient(t, srv.Addr), testClockLua+checkBody)
+	inner.useFunctions()
+	if inner.fn == "" {
+		t.Fatal("the test-clock check script has no function")
 	}
+	s, ev := clockStore(t, inner)
+	ev.now = time.Now().Add(2 * time.Hour).Truncate(time.Hour).Add(30 * time.Minute).UnixMicro()
+	before := commandStats(t, srv)
 	algos := []ratewarden.Algorithm{ratewarden.SlidingWindow, ratewarden.FixedWindow, ratewarden.TokenBucket}
 	for round := range 2 {
 		for i := range 600 {
@@ -204,5 +210,8 @@ func TestFunctionsMemos(t *testing.T) {
 	}
 	if res[0].Remaining != 2 || res[1].Remaining != 4 || res[2].Remaining != 6 {
 		t.Errorf("three limits after 3 checks: remaining %d, %d, %d; want 2, 4, 6", res[0].Remaining, res[1].Remaining, res[2].Remaining)
+	}
+	if m := commandStats(t, srv); m["fcall"]-before["fcall"] < 1806 || m["evalsha"] != before["evalsha"] {
+		t.Errorf("%d FCALL and %d EVALSHA for 1806 checks; want FCALL only", m["fcall"]-before["fcall"], m["evalsha"]-before["evalsha"])
 	}
 }
