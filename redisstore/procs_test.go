@@ -333,13 +333,14 @@ func procServer(t *testing.T) (*testredis.Server, *redisstore.Store) {
 	return srv, s
 }
 
+// scriptCalls is the number of script calls Redis has served.
 func scriptCalls(t *testing.T, srv *testredis.Server) int64 {
 	t.Helper()
-	m, err := srv.CommandCalls()
+	n, err := srv.ScriptCalls()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m["evalsha"] + m["eval"] + m["fcall"]
+	return n
 }
 
 // startIn is the wall-clock start of a children's run: time for every
