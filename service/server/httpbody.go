@@ -82,9 +82,9 @@ func decodeSimple(body []byte, v any) bool {
 	}
 	switch x := v.(type) {
 	case *CheckRequest:
-		return x.setSimple(ms)
+		return setFields(ms, []simpleField{{name: "key", str: &x.Key}, {name: "policy", str: &x.Policy}, {name: "limit", str: &x.Limit}, {name: "cost", num: &x.Cost}})
 	case *ResetRequest:
-		return x.setSimple(ms)
+		return setFields(ms, []simpleField{{name: "key", str: &x.Key}, {name: "policy", str: &x.Policy}, {name: "limit", str: &x.Limit}})
 	case *AcquireRequest:
 		return setFields(ms, []simpleField{{name: "key", str: &x.Key}, {name: "policy", str: &x.Policy}})
 	case *ReleaseRequest:
@@ -135,66 +135,6 @@ func setFields(ms []member, fs []simpleField) bool {
 		}
 	}
 	return true
-}
-
-// setSimple sets the fields of ms when each is a string field, or cost
-// an integer, given once.
-func (in *CheckRequest) setSimple(ms []member) bool {
-	var seen [4]bool
-	for _, m := range ms {
-		i := fieldIndex(m.name, "key", "policy", "limit", "cost")
-		if i < 0 || seen[i] || (i < 3) != (m.kind == 's') {
-			return false
-		}
-		seen[i] = true
-	}
-	for _, m := range ms {
-		switch string(m.name) {
-		case "key":
-			in.Key = string(m.str)
-		case "policy":
-			in.Policy = string(m.str)
-		case "limit":
-			in.Limit = string(m.str)
-		case "cost":
-			n := m.num
-			in.Cost = &n
-		}
-	}
-	return true
-}
-
-// setSimple sets the fields of ms when each is a string field given once.
-func (in *ResetRequest) setSimple(ms []member) bool {
-	var seen [3]bool
-	for _, m := range ms {
-		i := fieldIndex(m.name, "key", "policy", "limit")
-		if i < 0 || seen[i] || m.kind != 's' {
-			return false
-		}
-		seen[i] = true
-	}
-	for _, m := range ms {
-		switch string(m.name) {
-		case "key":
-			in.Key = string(m.str)
-		case "policy":
-			in.Policy = string(m.str)
-		case "limit":
-			in.Limit = string(m.str)
-		}
-	}
-	return true
-}
-
-// fieldIndex is the index of name among names, or -1.
-func fieldIndex(name []byte, names ...string) int {
-	for i, n := range names {
-		if string(name) == n {
-			return i
-		}
-	}
-	return -1
 }
 
 // scanSimple appends the members of body, a flat JSON object, to ms: it
