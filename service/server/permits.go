@@ -105,6 +105,30 @@ func (s *Server) concurrencyPolicy(key, policy string) (*policyPlan, *apiError) 
 	return pp, nil
 }
 
+// permitRequest is a body that names a permit: /v1/release's and
+// /v1/extend's.
+type permitRequest interface{ permit() string }
+
+func (in *ReleaseRequest) permit() string { return in.Permit }
+func (in *ExtendRequest) permit() string  { return in.Permit }
+
+// openPermit decodes a /v1/release or /v1/extend body into in and reads
+// the permit it names (permitPolicy); false when it answered with a
+// problem.
+func (s *Server) openPermit(w http.ResponseWriter, r *http.Request, in permitRequest) (permitToken, *policyPlan, bool) {
+	e := decodeBody(r, in)
+	var tok permitToken
+	var pp *policyPlan
+	if e == nil {
+		tok, pp, e = s.permitPolicy(in.permit())
+	}
+	if e != nil {
+		s.writeProblem(w, e)
+		return permitToken{}, nil, false
+	}
+	return tok, pp, true
+}
+
 // permitPolicy reads a permit and resolves its policy, which must still be
 // a concurrency policy of the configuration in force.
 func (s *Server) permitPolicy(permit string) (permitToken, *policyPlan, *apiError) {
@@ -179,60 +203,51 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 	writeProblemJSON(w, body.Status, &body)
 }
 
-// permitOf is the permit tok names, under the Limiter of its policy's
-// failure policy.
-func (s *Server) permitOf(tok permitToken, pp *policyPlan) (*ratewarden.Permit, error) {
+// endPermit calls end (Release or Extend) on the permit tok names, under
+// the Limiter of its policy's failure policy; a permit fail_open granted
+// is held nowhere, and there is nothing to call.
+func (s *Server) endPermit(tok permitToken, pp *policyPlan, end func(*ratewarden.Permit) error) error {
+	if tok.nowhere {
+		return nil
+	}
 	lim, err := s.limiter(pp.fp)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return lim.PermitOf(pp.keyPrefix+tok.key, tok.holder)
+	p, err := lim.PermitOf(pp.keyPrefix+tok.key, tok.holder)
+	if err != nil {
+		return err
+	}
+	return end(p)
 }
 
 // handleRelease answers POST /v1/release: 200 {"released": bool}.
 func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
 	var in ReleaseRequest
-	if e := decodeBody(r, &in); e != nil {
-		s.writeProblem(w, e)
+	tok, pp, ok := s.openPermit(w, r, &in)
+	if !ok {
 		return
 	}
-	tok, pp, e := s.permitPolicy(in.Permit)
-	if e != nil {
-		s.writeProblem(w, e)
+	// released stays false when the store is not asked (a fail_open permit).
+	ctx, released := withPermitOutcome(r.Context())
+	if err := s.endPermit(tok, pp, func(p *ratewarden.Permit) error { return p.Release(ctx) }); err != nil {
+		s.writeError(w, r, err, tok.key)
 		return
-	}
-	released := false // a fail_open permit is held nowhere: nothing to release
-	if !tok.nowhere {
-		ctx, held := withPermitOutcome(r.Context())
-		p, err := s.permitOf(tok, pp)
-		if err == nil {
-			err = p.Release(ctx)
-		}
-		if err != nil {
-			s.writeError(w, r, err, tok.key)
-			return
-		}
-		released = *held
 	}
 	result := "released"
-	if !released {
+	if !*released {
 		result = "not_held"
 	}
 	s.m.permits.WithLabelValues(tok.policy, "release", result).Inc()
-	writeJSON(w, http.StatusOK, &PermitAnswer{Key: tok.key, Policy: tok.policy, Released: &released})
+	writeJSON(w, http.StatusOK, &PermitAnswer{Key: tok.key, Policy: tok.policy, Released: released})
 }
 
 // handleExtend answers POST /v1/extend: 200 when the permit is held for
 // ttl_ms from now, 410 permit-lost when it was no longer held.
 func (s *Server) handleExtend(w http.ResponseWriter, r *http.Request) {
 	var in ExtendRequest
-	if e := decodeBody(r, &in); e != nil {
-		s.writeProblem(w, e)
-		return
-	}
-	tok, pp, e := s.permitPolicy(in.Permit)
-	if e != nil {
-		s.writeProblem(w, e)
+	tok, pp, ok := s.openPermit(w, r, &in)
+	if !ok {
 		return
 	}
 	ttl := pp.p.Concurrency.TTL
@@ -244,14 +259,7 @@ func (s *Server) handleExtend(w http.ResponseWriter, r *http.Request) {
 		}
 		ttl = time.Duration(*in.TTLMS) * time.Millisecond
 	}
-	var err error // a fail_open permit is held nowhere: nothing to extend
-	if !tok.nowhere {
-		var p *ratewarden.Permit
-		p, err = s.permitOf(tok, pp)
-		if err == nil {
-			err = p.Extend(r.Context(), ttl)
-		}
-	}
+	err := s.endPermit(tok, pp, func(p *ratewarden.Permit) error { return p.Extend(r.Context(), ttl) })
 	switch {
 	case errors.Is(err, ratewarden.ErrPermitLost):
 		s.m.permits.WithLabelValues(tok.policy, "extend", "lost").Inc()
