@@ -361,11 +361,19 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request, peek bool) 
 	if !peek {
 		t.series.decision(s.m, &res, t.shadow)
 	}
+	d := t.answer(w.Header(), in.Key, in.Policy, cost, &res)
+	writeJSON(w, http.StatusOK, &d)
+}
+
+// answer is the Decision on cost units of t for key (policy as the caller
+// named it) that res decided, as /v1/check and /v1/reserve answer it; it
+// sets the rate limit headers on h.
+func (t *target) answer(h http.Header, key, policy string, cost int64, res *ratewarden.Result) Decision {
 	d := Decision{
 		Allowed:      res.Allowed || t.shadow,
 		OverLimit:    !res.Allowed,
-		Key:          in.Key,
-		Policy:       in.Policy,
+		Key:          key,
+		Policy:       policy,
 		Limit:        t.limitStr,
 		Cost:         cost,
 		Remaining:    res.Remaining,
@@ -375,9 +383,9 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request, peek bool) 
 		Degraded:     res.Degraded(),
 		Shadow:       t.shadow,
 	}
-	results := [1]ratewarden.Result{res}
-	t.renderer.Set(w.Header(), ratewarden.Decision{Allowed: d.Allowed, Results: results[:]}, !d.Allowed)
-	writeJSON(w, http.StatusOK, &d)
+	results := [1]ratewarden.Result{*res}
+	t.renderer.Set(h, ratewarden.Decision{Allowed: d.Allowed, Results: results[:]}, !d.Allowed)
+	return d
 }
 
 // checkOne checks, or peeks, cost units of t through the Limiter of its

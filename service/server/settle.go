@@ -157,24 +157,10 @@ func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
 	tok := reservationToken{id: newID(), admitted: rv.Admitted(), estimate: est, policy: in.Policy, key: in.Key, results: rv.Results}
 	t.series.decision(s.m, &res, t.shadow)
 	d := Reservation{
-		Decision: Decision{
-			Allowed:      res.Allowed || t.shadow,
-			OverLimit:    !res.Allowed,
-			Key:          in.Key,
-			Policy:       in.Policy,
-			Limit:        t.limitStr,
-			Cost:         est,
-			Remaining:    res.Remaining,
-			RetryAfterMS: ceilMillis(res.RetryAfter),
-			ResetAfterMS: ceilMillis(res.ResetAfter),
-			Source:       res.Source.String(),
-			Degraded:     res.Degraded(),
-			Shadow:       t.shadow,
-		},
+		Decision:       t.answer(w.Header(), in.Key, in.Policy, est, &res),
 		Reservation:    tok.seal(s.secrets[0]),
 		SettleWithinMS: ceilMillis(settleWindow(t.limit)),
 	}
-	t.renderer.Set(w.Header(), ratewarden.Decision{Allowed: d.Allowed, Results: rv.Results}, !d.Allowed)
 	writeJSON(w, http.StatusOK, &d)
 }
 
