@@ -217,14 +217,14 @@ type reader struct {
 	bad bool
 }
 
+// varint reads a signed varint: binary.AppendVarint's zig-zag encoding
+// of the value as an unsigned varint, so its shortest form is uvarint's.
 func (r *reader) varint() int64 {
-	v, n := binary.Varint(r.b)
-	var buf [binary.MaxVarintLen64]byte
-	if n <= 0 || n != binary.PutVarint(buf[:], v) {
-		r.bad = true
-		return 0
+	u := r.uvarint()
+	v := int64(u >> 1)
+	if u&1 != 0 {
+		v = ^v
 	}
-	r.b = r.b[n:]
 	return v
 }
 

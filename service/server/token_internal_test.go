@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -66,6 +67,20 @@ func TestTokensOneEncoding(t *testing.T) {
 	long := append([]byte{raw[0], raw[1] | 0x80, 0}, raw[2:]...) // the holder's length in two bytes
 	if _, err := decodePermit(b64.EncodeToString(long)); err == nil {
 		t.Error("a permit with a varint longer than it needs to be was read")
+	}
+	// A signed varint (a reservation's estimate) reads what
+	// binary.AppendVarint wrote, and only in that form.
+	for _, v := range []int64{0, 1, -1, 63, -64, 64, -65, 1 << 40, -1 << 62, math.MaxInt64, math.MinInt64} {
+		r := reader{b: binary.AppendVarint(nil, v)}
+		if got := r.varint(); got != v || !r.done() {
+			t.Errorf("varint of %d read as %d (done %v)", v, got, r.done())
+		}
+		long := binary.AppendVarint(nil, v)
+		long[len(long)-1] |= 0x80
+		r = reader{b: append(long, 0)}
+		if r.varint(); r.done() {
+			t.Errorf("varint of %d in %d bytes, one more than it needs, was read", v, len(long)+1)
+		}
 	}
 	for _, c := range []struct {
 		head        []byte // tag, holder length and flag
