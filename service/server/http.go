@@ -315,7 +315,7 @@ func (s *Server) resolve(key, policy, limit string, cost int64) (target, *apiErr
 	}
 	name := lim.String()
 	return target{
-		key:      "limit/" + key,
+		key:      inlineKeyPrefix + key,
 		limit:    lim,
 		limitStr: name,
 		policy:   "inline",

@@ -300,13 +300,16 @@ func (s *Server) reservationFailure(policy string) config.FailurePolicy {
 }
 
 // reservationKey is the store key a reservation counted under: its
-// policy's, or the inline limits'.
+// policy's, or the inline limits', as resolve made it.
 func reservationKey(policy, key string) string {
 	if policy == "" {
-		return "limit/" + key
+		return inlineKeyPrefix + key
 	}
 	return policyKeyPrefix(policy) + key
 }
+
+// inlineKeyPrefix is the start of the store keys of inline limits.
+const inlineKeyPrefix = "limit/"
 
 // policyKeyPrefix is the start of the store keys of a named policy:
 // policies count apart from each other and from inline limits.
