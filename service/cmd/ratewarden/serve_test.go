@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/testredis"
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/server"
 )
@@ -126,5 +128,52 @@ func TestServeReservationSecret(t *testing.T) {
 	_, err = parseServe(t, nil, "--reservation-secret", a+",too-short")
 	if err == nil || !strings.HasPrefix(err.Error(), "--reservation-secret: secret 2 of 2 is 9 bytes") || strings.Contains(err.Error(), "too-short") || strings.Contains(err.Error(), a) {
 		t.Errorf("a short secret: %v", err)
+	}
+}
+
+// TestLeaseGiveBackWarning: closing the Redis backend of --lease-size
+// gives a lease's unused units back quietly; when Redis is gone and they
+// cannot go back, it says so in one line.
+func TestLeaseGiveBackWarning(t *testing.T) {
+	rs := testredis.Start(t)
+	st, err := parseServe(t, nil, "--redis", "redis://"+rs.Addr, "--redis-timeout", "5s", "--lease-size", "10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 100, Period: time.Hour}
+	// leased opens a backend and admits twice from one key's lease.
+	leased := func(logs *syncBuffer) func() {
+		t.Helper()
+		be, closeBackend, err := newBackend(st, slog.New(slog.NewTextHandler(logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		store, err := be.Store(config.FailClosed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lim, err := ratewarden.New(store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if r, err := lim.Allow(t.Context(), "tenant", hot); err != nil || !r.Allowed {
+				t.Fatalf("check: %+v, %v", r, err)
+			}
+		}
+		return closeBackend
+	}
+	const warning = "not all given back to Redis"
+	var up syncBuffer
+	leased(&up)()
+	if strings.Contains(up.String(), warning) {
+		t.Errorf("leases given back to a running Redis, and yet:\n%s", up.String())
+	}
+	var down syncBuffer
+	closeBackend := leased(&down)
+	rs.Kill()
+	closeBackend()
+	if got := down.String(); !strings.Contains(got, warning) || !strings.Contains(got, "failures=1") || strings.Count(got, "\n") != 1 {
+		t.Errorf("closing with the lease's units held and Redis gone, the log says:\n%s", got)
 	}
 }
