@@ -16,7 +16,7 @@
 -- when it admits n > 0. st is not updated: a check decides each limit at
 -- most twice, verdict then consumption, from the state it read.
 --
--- Needs now (clock.lua); muldiv, int and ms_at (arith.lua); and the
+-- Needs now (clock.lua); muldiv, int, memo and remember (arith.lua); the
 -- loaders and writers of state.lua (load_*, save_*, append_log).
 
 local call, fmod, tonumber = redis.call, math.fmod, tonumber
@@ -35,7 +35,7 @@ local function fixed_window(st, key, rate, P, cap, n, consume)
     if consume and n > 0 then
       count = count + n
       rem = rem - n
-      if not add_fixed(st, key, ws, n) then save_fixed(key, count, ws, P) end
+      save_fixed(key, count, ws, P, false, st, n)
     end
   else
     retry = e - now
@@ -78,7 +78,7 @@ local function sliding_window(st, key, rate, P, cap, n, consume)
     if consume and n > 0 then
       curr = curr + n
       rem = rem - n
-      if not add_sliding(st, key, ws, n, curr, prev) then save_sliding(key, curr, prev, ws, P) end
+      save_sliding(key, curr, prev, ws, P, st, n)
     end
   else
     local budget = rate - curr - n
@@ -209,21 +209,16 @@ end
 -- A limit travels as one argument, "code rate period_us capacity"
 -- (redisstore.limitEnc). limit decodes it into a record
 --   code, load, decide, rate, P, cap
--- remembered by its text, up to 512 limits (then the memo starts over): a
--- caller's few limits are decoded once per function library, not once per
--- check.
+-- remembered by its text (memo, arith.lua): a caller's few limits are
+-- decoded once per function library, not once per check.
 local match = string.match
-local limits, nlimits = {}, 0
 local function limit(s)
-  local l = limits[s]
+  local l = memo[s]
   if l then return l end
   local code, rate, P, cap = match(s or '', '^(%d) (%d+) (%d+) (%d+)$')
   local load, decide = algorithm(code)
   if not load then error('ratewarden: bad limit ' .. tostring(s)) end
-  l = {code = code, load = load, decide = decide, rate = tonumber(rate), P = tonumber(P), cap = tonumber(cap)}
-  if nlimits >= 512 then limits, nlimits = {}, 0 end
-  limits[s], nlimits = l, nlimits + 1
-  return l
+  return remember(s, {code = code, load = load, decide = decide, rate = tonumber(rate), P = tonumber(P), cap = tonumber(cap)})
 end
 
 -- read_limit decodes the limit in ARGV[i]: load, decide, rate, P, cap, code.

@@ -8,29 +8,35 @@ local ceil, fmod, format = math.ceil, math.fmod, string.format
 -- int formats an integral number in full (tostring keeps 14 digits only).
 local function int(x) return format('%d', x) end
 
--- ms_at is the PXAT argument for an instant in µs: in ms, rounded up, so a
--- key never expires before the instant its state is good for. The window
--- ends every key of a period shares are remembered: a function library
--- keeps them from one call to the next (script.go), up to 512 of them,
--- then starts over; a script run with EVALSHA starts empty.
-local msats, nmsats = {}, 0
-local function ms_at(us)
-  local s = msats[us]
-  if s then return s end
-  s = format('%d', ceil(us / 1000))
-  if nmsats >= 512 then msats, nmsats = {}, 0 end
-  msats[us], nmsats = s, nmsats + 1
-  return s
+-- memo keeps what a call's arguments decode to and what its common
+-- numbers format to, by what they are made from: limits and check heads
+-- by their argument text (limit in algorithms.lua, head in decide.lua),
+-- small counts by their value (decimal) and window ends by their instant,
+-- negated (ms_at). The keys cannot collide: a head has three numbers and a
+-- limit four, counts are 0 to 9999 and negated instants below 0. A
+-- function library keeps it from one call to the next (script.go), so it
+-- starts over past 1024 entries; a script run with EVALSHA starts it
+-- empty. One table, so that EVALSHA makes one.
+local memo, nmemo = {}, 0
+local function remember(k, v)
+  if nmemo >= 1024 then memo, nmemo = {}, 0 end
+  memo[k], nmemo = v, nmemo + 1
+  return v
 end
 
--- decimal is int remembering the integers below 10^4 it formatted (the
--- counts a window's compact state holds: state.lua).
-local decimals = {}
+-- ms_at is the PXAT argument for an instant in µs (> 0): in ms, rounded
+-- up, so a key never expires before the instant its state is good for.
+local function ms_at(us)
+  return memo[-us] or remember(-us, format('%d', ceil(us / 1000)))
+end
+
+-- decimal is int, remembered for the counts 0 to 9999 (a window's
+-- compact state: state.lua).
 local function decimal(x)
-  local s = decimals[x]
+  local s = memo[x]
   if s then return s end
   s = format('%d', x)
-  if x >= 0 and x < 10000 then decimals[x] = s end
+  if x >= 0 and x < 10000 then remember(x, s) end
   return s
 end
 

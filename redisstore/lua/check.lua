@@ -1,8 +1,8 @@
 -- The check script: decides a list of checks, one after the other, each
 -- all-or-nothing over its limits (run, in decide.lua).
 --
--- Needs now and base (clock.lua), and out, head, run and key_state
--- (decide.lua).
+-- Needs now and base (clock.lua), memo (arith.lua), and out, head, run
+-- and key_state (decide.lua).
 --
 -- ARGV, from ARGV[base], is the checks, each its head ("cost mode m",
 -- head) and its m limits (one argument each, limit in algorithms.lua);
@@ -23,7 +23,7 @@ out[1] = now
 
 local ki, ai, nargs = 1, base, #ARGV
 while ai <= nargs do
-  local h = heads[ARGV[ai]] or head(ARGV[ai])
+  local h = memo[ARGV[ai]] or head(ARGV[ai])
   local m = h.m
   ai = ai + 1
   local o = #out

@@ -1,8 +1,8 @@
 -- The check script's definitions: deciding one check, all-or-nothing over
 -- its limits. check.lua runs them over a call's list of checks.
 --
--- Needs now (clock.lua), limit and token_bucket_reserve (algorithms.lua)
--- and new_state (state.lua).
+-- Needs now (clock.lua), memo and remember (arith.lua), limit and
+-- token_bucket_reserve (algorithms.lua) and new_state (state.lua).
 --
 -- These are definitions only, so that a function library (script.go)
 -- makes them once: the records below are reused by every call, and hold
@@ -30,19 +30,15 @@ local out = {}
 -- mode (2 * max_delay_us + peek, peek 0|1: 0 and 1 for a plain check and
 -- a peek, more for a reservation of up to max_delay_us) and its number of
 -- limits. head decodes it into a record n, peek, maxd, m, remembered by
--- its text as limit remembers limits.
-local heads, nheads = {}, 0
+-- its text (memo, arith.lua).
 local function head(s)
-  local h = heads[s]
+  local h = memo[s]
   if h then return h end
   local n, mode, m = match(s or '', '^(%d+) (%d+) (%d+)$')
   if not n then error('ratewarden: bad check ' .. tostring(s)) end
   mode = tonumber(mode)
   local b = fmod(mode, 2)
-  h = {n = tonumber(n), peek = b == 1, maxd = (mode - b) / 2, m = tonumber(m)}
-  if nheads >= 512 then heads, nheads = {}, 0 end
-  heads[s], nheads = h, nheads + 1
-  return h
+  return remember(s, {n = tonumber(n), peek = b == 1, maxd = (mode - b) / 2, m = tonumber(m)})
 end
 
 -- reserve turns a denied check into a reservation when every limit is a
@@ -72,7 +68,7 @@ local function run(o, h, ai, ki)
   if m == 1 then
     -- One limit: its verdict is the check's, so one pass decides and
     -- consumes (consuming changes nothing when it denies).
-    local st, key, l = states[1], KEYS[ki], limits[ARGV[ai]] or limit(ARGV[ai])
+    local st, key, l = states[1], KEYS[ki], memo[ARGV[ai]] or limit(ARGV[ai])
     local P = l.P
     l.load(st, key, P)
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = l.decide(st, key, l.rate, P, l.cap, n, not peek and n > 0)

@@ -96,8 +96,15 @@ end
 
 -- save_fixed writes the count of the window that starts at ws, expiring at
 -- its end; with keep the key keeps the expiry it has (every form of a
--- window's state has the same expiry, its end).
-local function save_fixed(key, count, ws, P, keep)
+-- window's state has the same expiry, its end). Given the state st its
+-- count was read into and the units n a check added to it, it adds them
+-- with INCRBY when the key holds this window in the compact form: the
+-- same value and expiry (INCRBY keeps it), for a third of Redis' work.
+local function save_fixed(key, count, ws, P, keep, st, n)
+  if st and COMPACT and st.compact and st.start == ws then
+    call('INCRBY', key, decimal(n))
+    return
+  end
   local v = decimal(count)
   if not COMPACT then v = int(ws) .. ' ' .. v end
   if keep then
@@ -146,11 +153,22 @@ end
 
 -- save_sliding writes the counts of the window that starts at ws and of
 -- the one before it, expiring when both have left the sliding window.
-local function save_sliding(key, curr, prev, ws, P)
+-- Given st and n, as save_fixed, it adds n with INCRBY when the key holds
+-- this window in a compact form that the new count keeps.
+local function save_sliding(key, curr, prev, ws, P, st, n)
+  local small = curr < 100 and prev < 100
+  if st and COMPACT and st.compact and st.start == ws then
+    local was = curr - n
+    -- small before and after (was <= curr), or packed before and after
+    if small or not (was < 100 and prev < 100 or curr >= PACKMAX) then
+      call('INCRBY', key, decimal(n))
+      return
+    end
+  end
   local v
   if not COMPACT then
     v = int(ws) .. ' ' .. int(curr) .. ' ' .. int(prev)
-  elseif curr < 100 and prev < 100 then
+  elseif small then
     v = decimal(prev * 100 + curr)
   elseif curr < PACKMAX and prev < PACKMAX then
     v = int(SMALL + prev * PACK + curr)
@@ -158,30 +176,6 @@ local function save_sliding(key, curr, prev, ws, P)
     v = int(curr) .. ' ' .. int(prev)
   end
   call('SET', key, v, 'PXAT', ms_at(ws + 2 * P))
-end
-
--- add_fixed and add_sliding write a check's consumption of n, which made
--- the current window's count curr, with INCRBY when the key holds that
--- window in a compact form that stays the same form: the value and the
--- expiry (INCRBY keeps it) are what save_fixed or save_sliding would
--- write, for about a third of Redis' work. They report whether they did;
--- if not, the caller saves.
-local function add_fixed(st, key, ws, n)
-  if not (COMPACT and st.compact) or st.start ~= ws then return false end
-  call('INCRBY', key, decimal(n))
-  return true
-end
-
-local function add_sliding(st, key, ws, n, curr, prev)
-  if not (COMPACT and st.compact) or st.start ~= ws then return false end
-  local was = curr - n
-  if curr < 100 and prev < 100 then
-    -- small before and after (was <= curr)
-  elseif (was < 100 and prev < 100) or curr >= PACKMAX then
-    return false -- the form changes
-  end
-  call('INCRBY', key, decimal(n))
-  return true
 end
 
 local function load_bucket(st, key)
