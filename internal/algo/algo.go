@@ -247,7 +247,10 @@ func TokenBucket(s Bucket, now int64, p Params, n int64, consume bool) (Bucket, 
 		if consume && n > 0 {
 			t = bucketAdvance(t, n, p)
 			s = t
-			rem = max(p.Capacity-bucketUsed(t, now, p), 0)
+			// bucketUsed(t, now, p) would be the old count + n exactly:
+			// the TAT moved by n whole intervals, its numerator by
+			// n × Period. So rem (> n − 1 here) drops by n.
+			rem -= n
 			o.Wrote = true
 		}
 	} else {

@@ -1,6 +1,7 @@
 package algo
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -138,6 +139,26 @@ func TestTokenBucket(t *testing.T) {
 	}
 	if _, o := TokenBucket(tat, t0, p2, 1, true); o.Allowed || o.RetryAfter != sec/2 {
 		t.Fatalf("burst 0, third: %+v, want retry after 500ms", o)
+	}
+}
+
+// TestTokenBucketRemainingAfterConsume: TokenBucket derives Remaining after
+// a consume from the count before it; it must equal the count the stored
+// state evaluates to, over random limits, states and costs.
+func TestTokenBucketRemainingAfterConsume(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	for range 20_000 {
+		p := FromLimit(randLimit(r, ratewarden.TokenBucket))
+		now := t0 + r.Int64N(p.Period)
+		s := Bucket{T: now + r.Int64N(2*p.Period) - p.Period/2, F: r.Int64N(p.Rate)}
+		n := randCost(r, p.Capacity)
+		b, o := TokenBucket(s, now, p, n, true)
+		if !o.Wrote {
+			continue
+		}
+		if want := max(p.Capacity-bucketUsed(b, now, p), 0); o.Remaining != want {
+			t.Fatalf("%+v state %+v now %d cost %d: Remaining %d, the stored state holds room for %d", p, s, now, n, o.Remaining, want)
+		}
 	}
 }
 
