@@ -28,6 +28,13 @@ type process struct {
 // free loopback ports until the test ends.
 func startProcess(t *testing.T, args ...string) *process {
 	t.Helper()
+	return startProcessEnv(t, nil, args...)
+}
+
+// startProcessEnv is startProcess with env ("NAME=value") added to this
+// process's environment.
+func startProcessEnv(t *testing.T, env []string, args ...string) *process {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
@@ -39,7 +46,7 @@ func startProcess(t *testing.T, args ...string) *process {
 	}
 	p := &process{logs: &syncBuffer{}, binaryPath: bin}
 	p.cmd = exec.Command(bin, append([]string{"serve", "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--log-format", "json"}, args...)...)
-	p.cmd.Env = append(os.Environ(), "RATEWARDEN_API_TOKEN=")
+	p.cmd.Env = append(append(os.Environ(), "RATEWARDEN_API_TOKEN="), env...)
 	p.cmd.Stderr = p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -195,5 +202,45 @@ func TestExposedProcessFlags(t *testing.T) {
 		if resp.StatusCode != tc.want {
 			t.Errorf("GET %s: %d, want %d", tc.url, resp.StatusCode, tc.want)
 		}
+	}
+}
+
+// TestGCHeadroom: serve paces its collector by --gc-headroom (64 MiB by
+// default) unless GOGC is set, as its /metrics' go_gc_gogc_percent shows.
+func TestGCHeadroom(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		env      []string
+		args     []string
+		min, max float64
+	}{
+		// 64 MiB over a heap of 4 MiB or more.
+		{"default", []string{"GOGC="}, nil, 101, 1600},
+		{"--gc-headroom 0", []string{"GOGC="}, []string{"--gc-headroom", "0"}, 100, 100},
+		{"GOGC=300", []string{"GOGC=300"}, nil, 300, 300},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startProcessEnv(t, tc.env, tc.args...)
+			c := &http.Client{}
+			defer c.CloseIdleConnections()
+			resp, err := c.Get("http://" + p.http + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := string(b)
+			m := regexp.MustCompile(`(?m)^go_gc_gogc_percent (\S+)$`).FindStringSubmatch(body)
+			if m == nil {
+				t.Fatalf("no go_gc_gogc_percent in /metrics:\n%s", body)
+			}
+			v, err := strconv.ParseFloat(m[1], 64)
+			if err != nil || v < tc.min || v > tc.max {
+				t.Fatalf("go_gc_gogc_percent %s, want %v to %v", m[1], tc.min, tc.max)
+			}
+		})
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ratewarden/ratewarden/redisstore"
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
+	"github.com/ratewarden/ratewarden/service/internal/gctune"
 	"github.com/ratewarden/ratewarden/service/server"
 )
 
@@ -95,7 +96,7 @@ const serveExits = `  0  stopped by SIGINT or SIGTERM after a clean shutdown
 type serveFlags struct {
 	httpAddr, grpcAddr, cfgPaths, redisURL, token, failure, replicas *string
 	redisTimeout, reload, grace, logLevel, logFormat                 *string
-	leaseSize                                                        *string
+	leaseSize, gcHeadroom                                            *string
 	inline, maxKeyBytes, adminAddr                                   *string
 	rlsHeaders, mergeDomains, dynMeta, shadowMode, quotaMode         *string
 	headerNames                                                      [3]string
@@ -120,6 +121,7 @@ func newServeFlags(getenv func(string) string) (*flag.FlagSet, serveFlags) {
 		replicas:        envFlag(fs, getenv, "replicas", "RATEWARDEN_REPLICAS", "1", "number of service replicas sharing the limits (local_fallback's share)"),
 		redisTimeout:    envFlag(fs, getenv, "redis-timeout", "RATEWARDEN_REDIS_TIMEOUT", "50ms", "deadline of each Redis call before the failure policy answers"),
 		leaseSize:       envFlag(fs, getenv, "lease-size", "RATEWARDEN_LEASE_SIZE", "0", "with --redis: units a replica takes from Redis at once for fixed_window and token_bucket limits, admitted locally (lease mode, docs/leases.md: never more than a limit, maybe fewer; for hot keys); 0: off"),
+		gcHeadroom:      envFlag(fs, getenv, "gc-headroom", "RATEWARDEN_GC_HEADROOM", "64MiB", "heap growth allowed between garbage collections while the live heap is smaller (bytes, or with KiB, MiB, GiB): fewer collections for less CPU per request; 0, or GOGC in the environment, leaves the collector at Go's default"),
 		reload:          envFlag(fs, getenv, "reload-interval", "RATEWARDEN_RELOAD_INTERVAL", "1s", "how often config files are checked for changes (0: only on SIGHUP)"),
 		grace:           envFlag(fs, getenv, "shutdown-grace", "RATEWARDEN_SHUTDOWN_GRACE", "10s", "time requests in flight get to finish on SIGTERM"),
 		logLevel:        envFlag(fs, getenv, "log-level", "RATEWARDEN_LOG_LEVEL", "info", "debug, info, warn or error"),
@@ -201,6 +203,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 			return err
 		}
 		st.peerIgnored = ignored
+		if getenv("GOGC") == "" {
+			defer gctune.Start(st.gcHeadroom)()
+		}
 		svc, err := wire(st, stderr)
 		if err != nil {
 			return err
@@ -225,7 +230,8 @@ type settings struct {
 	failure            config.FailurePolicy
 	replicas           int
 	redisTimeout       time.Duration
-	leaseSize          int64 // 0: no leases
+	leaseSize          int64  // 0: no leases
+	gcHeadroom         uint64 // bytes; 0: Go's pacing
 	reload, grace      time.Duration
 	logLevel           slog.Level
 	logJSON            bool
@@ -275,6 +281,9 @@ func (f serveFlags) settings() (settings, error) {
 	}
 	if st.leaseSize > 0 && st.redisURL == "" {
 		return st, fmt.Errorf("--lease-size %d needs --redis: leases take capacity from Redis (in memory, every check is local already)", st.leaseSize)
+	}
+	if st.gcHeadroom, err = byteSize("--gc-headroom", *f.gcHeadroom); err != nil {
+		return st, err
 	}
 	if st.reload, err = duration("--reload-interval", *f.reload, true); err != nil {
 		return st, err
@@ -366,6 +375,26 @@ func duration(name, v string, zeroOK bool) (time.Duration, error) {
 		return 0, fmt.Errorf("%s %q: want a duration such as 50ms, 1s", name, v)
 	}
 	return d, nil
+}
+
+// byteSize parses a size such as 65536, 512KiB, 64MiB or 1GiB, up to
+// 1TiB, for the flag name.
+func byteSize(name, v string) (uint64, error) {
+	num, unit := v, uint64(1)
+	for _, u := range []struct {
+		suffix string
+		bytes  uint64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			num, unit = n, u.bytes
+			break
+		}
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || n > (1<<40)/unit {
+		return 0, fmt.Errorf("%s %q: want a size up to 1TiB such as 64MiB, 512KiB or 0", name, v)
+	}
+	return n * unit, nil
 }
 
 // service is serve's wiring: the logger, the backend and the server built

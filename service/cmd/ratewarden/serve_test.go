@@ -34,7 +34,7 @@ func TestServeSettings(t *testing.T) {
 	}
 	want := settings{httpAddr: ":8080", grpcAddr: ":8081", failure: config.LocalFallback, replicas: 1,
 		redisTimeout: 50 * time.Millisecond, reload: time.Second, grace: 10 * time.Second, logLevel: slog.LevelInfo, maxKeyBytes: 1024,
-		nearRatio: 0.8, tlsGRPC: true, tlsHTTP: true}
+		nearRatio: 0.8, tlsGRPC: true, tlsHTTP: true, gcHeadroom: 64 << 20}
 	if !reflect.DeepEqual(st, want) {
 		t.Errorf("defaults %+v, want %+v", st, want)
 	}
@@ -58,6 +58,12 @@ func TestServeSettings(t *testing.T) {
 	if err != nil || st.leaseSize != 50 {
 		t.Errorf("RATEWARDEN_LEASE_SIZE=50: lease size %d, %v", st.leaseSize, err)
 	}
+	for v, want := range map[string]uint64{"0": 0, "65536": 65536, "512KiB": 512 << 10, "2GiB": 2 << 30, "1024GiB": 1 << 40} {
+		st, err = parseServe(t, map[string]string{"RATEWARDEN_GC_HEADROOM": v})
+		if err != nil || st.gcHeadroom != want {
+			t.Errorf("RATEWARDEN_GC_HEADROOM=%s: %d, %v; want %d", v, st.gcHeadroom, err, want)
+		}
+	}
 	for _, tc := range []struct{ args []string }{
 		{[]string{"--log-level", "loud"}},
 		{[]string{"--log-format", "xml"}},
@@ -72,6 +78,10 @@ func TestServeSettings(t *testing.T) {
 		{[]string{"--lease-size", "-1", "--redis", "redis://127.0.0.1:1"}},
 		{[]string{"--lease-size", "lots", "--redis", "redis://127.0.0.1:1"}},
 		{[]string{"--lease-size", "50"}}, // no --redis
+		{[]string{"--gc-headroom", "64MB"}},
+		{[]string{"--gc-headroom", "-1"}},
+		{[]string{"--gc-headroom", "2TiB"}},
+		{[]string{"--gc-headroom", "1025GiB"}},
 	} {
 		name, _, _ := strings.Cut(tc.args[0], "=")
 		if _, err := parseServe(t, nil, tc.args...); err == nil || !strings.HasPrefix(err.Error(), name) {
