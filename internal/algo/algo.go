@@ -73,6 +73,14 @@ type Window struct {
 
 // FixedWindow counts units in epoch-aligned windows [k·P, (k+1)·P).
 func FixedWindow(s Window, now int64, p Params, n int64, consume bool) (Window, Outcome) {
+	var o Outcome
+	s = FixedWindowInto(&o, s, now, p, n, consume)
+	return s, o
+}
+
+// FixedWindowInto is FixedWindow with the outcome written to *o (all of it),
+// which spares a caller on a hot path the copies of a returned Outcome.
+func FixedWindowInto(o *Outcome, s Window, now int64, p Params, n int64, consume bool) Window {
 	ws := now - now%p.Period
 	end := ws + p.Period
 	var count int64
@@ -80,7 +88,8 @@ func FixedWindow(s Window, now int64, p Params, n int64, consume bool) (Window, 
 		count = s.Curr
 	}
 	rem := max(p.Rate-count, 0)
-	o := Outcome{ExpireAt: end}
+	*o = Outcome{}
+	o.ExpireAt = end
 	if n <= rem {
 		o.Allowed = true
 		if consume && n > 0 {
@@ -96,7 +105,7 @@ func FixedWindow(s Window, now int64, p Params, n int64, consume bool) (Window, 
 	if count > 0 {
 		o.ResetAfter = end - now
 	}
-	return s, o
+	return s
 }
 
 // slidingWeighted is the previous window's count weighted by the share of
@@ -126,6 +135,14 @@ func slidingFirst(prev, period, budget int64) int64 {
 // curr + ceil(prev × (P − elapsed) / P), where elapsed is the time since the
 // current fixed window began.
 func SlidingWindow(s Window, now int64, p Params, n int64, consume bool) (Window, Outcome) {
+	var o Outcome
+	s = SlidingWindowInto(&o, s, now, p, n, consume)
+	return s, o
+}
+
+// SlidingWindowInto is SlidingWindow with the outcome written to *o (all of it),
+// which spares a caller on a hot path the copies of a returned Outcome.
+func SlidingWindowInto(o *Outcome, s Window, now int64, p Params, n int64, consume bool) Window {
 	P := p.Period
 	ws := now - now%P
 	var curr, prev int64
@@ -138,7 +155,8 @@ func SlidingWindow(s Window, now int64, p Params, n int64, consume bool) (Window
 	elapsed := now - ws
 	weighted := slidingWeighted(prev, P, elapsed)
 	rem := max(p.Rate-curr-weighted, 0)
-	o := Outcome{ExpireAt: ws + 2*P}
+	*o = Outcome{}
+	o.ExpireAt = ws + 2*P
 	if n <= rem {
 		o.Allowed = true
 		if consume && n > 0 {
@@ -164,7 +182,7 @@ func SlidingWindow(s Window, now int64, p Params, n int64, consume bool) (Window
 	case weighted > 0:
 		o.ResetAfter = ws + P - now
 	}
-	return s, o
+	return s
 }
 
 // Bucket is the state of TokenBucket: the theoretical arrival time (TAT)
@@ -239,9 +257,17 @@ func bucketAt(s Bucket, now int64, p Params) Bucket {
 // TAT stands for (its distance from now, in intervals) leave room for n of
 // the Capacity. A TAT in the past is the same as a full bucket.
 func TokenBucket(s Bucket, now int64, p Params, n int64, consume bool) (Bucket, Outcome) {
+	var o Outcome
+	s = TokenBucketInto(&o, s, now, p, n, consume)
+	return s, o
+}
+
+// TokenBucketInto is TokenBucket with the outcome written to *o (all of it),
+// which spares a caller on a hot path the copies of a returned Outcome.
+func TokenBucketInto(o *Outcome, s Bucket, now int64, p Params, n int64, consume bool) Bucket {
 	t := bucketAt(s, now, p)
 	rem := max(p.Capacity-bucketUsed(t, now, p), 0)
-	var o Outcome
+	*o = Outcome{}
 	if n <= rem {
 		o.Allowed = true
 		if consume && n > 0 {
@@ -259,7 +285,7 @@ func TokenBucket(s Bucket, now int64, p Params, n int64, consume bool) (Bucket, 
 	o.Remaining = rem
 	o.ExpireAt = ceilTAT(t)
 	o.ResetAfter = o.ExpireAt - now
-	return s, o
+	return s
 }
 
 // Log is the state of SlidingLog: the timestamps (µs) of admitted units,
@@ -270,6 +296,14 @@ type Log []int64
 // SlidingLog admits n while fewer than Rate − n + 1 units were admitted in
 // (now − Period, now]. It may reuse the backing array of s.
 func SlidingLog(s Log, now int64, p Params, n int64, consume bool) (Log, Outcome) {
+	var o Outcome
+	s = SlidingLogInto(&o, s, now, p, n, consume)
+	return s, o
+}
+
+// SlidingLogInto is SlidingLog with the outcome written to *o (all of it),
+// which spares a caller on a hot path the copies of a returned Outcome.
+func SlidingLogInto(o *Outcome, s Log, now int64, p Params, n int64, consume bool) Log {
 	cut := now - p.Period
 	i := 0
 	for i < len(s) && s[i] <= cut {
@@ -278,7 +312,7 @@ func SlidingLog(s Log, now int64, p Params, n int64, consume bool) (Log, Outcome
 	live := s[i:]
 	count := int64(len(live))
 	rem := max(p.Rate-count, 0)
-	var o Outcome
+	*o = Outcome{}
 	if n <= rem {
 		o.Allowed = true
 		if consume && n > 0 {
@@ -305,7 +339,7 @@ func SlidingLog(s Log, now int64, p Params, n int64, consume bool) (Log, Outcome
 		o.ResetAfter = live[len(live)-1] + p.Period - now
 		o.ExpireAt = live[len(live)-1] + p.Period
 	}
-	return s, o
+	return s
 }
 
 // TokenBucketReserve decides n units reserved for now + delay, where delay
