@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/algo"
 )
 
 // These tests reach inside the store for what its API cannot show: states
@@ -32,8 +33,10 @@ func oneShard(t *testing.T, max int) *shard {
 func decideAt(sh *shard, key string, lim ratewarden.Limit, now int64) ratewarden.Result {
 	sc := scope{lim.Algorithm, lim.Period}
 	hash := stateHash(0x5eed, sc)
+	var o algo.Outcome
+	sh.decide(&o, sh.find(hash, key, sc), hash, key, lim, now, 1, true)
 	var r ratewarden.Result
-	sh.decide(&r, sh.find(hash, key, sc), hash, key, lim, now, 1, true)
+	storeResult(&r, lim, &o)
 	return r
 }
 

@@ -313,7 +313,9 @@ func (s *Store) Check(_ context.Context, req *ratewarden.Request, res []rateward
 		return nil
 	}
 	if len(req.Limits) == 1 {
-		sh.decideOne(&res[0], h, req.Key, req.Limits[0], now, req.Cost, consume)
+		var o algo.Outcome
+		sh.decideOne(&o, h, req.Key, req.Limits[0], now, req.Cost, consume)
+		storeResult(&res[0], req.Limits[0], &o)
 		return nil
 	}
 	// Evaluate every limit, then consume from every one if all admit. The
@@ -326,12 +328,16 @@ func (s *Store) Check(_ context.Context, req *ratewarden.Request, res []rateward
 	for i, lim := range req.Limits {
 		sc := scope{lim.Algorithm, lim.Period}
 		hash := stateHash(h, sc)
-		found = append(found, sh.decide(&res[i], sh.find(hash, req.Key, sc), hash, req.Key, lim, now, req.Cost, false))
-		all = all && res[i].Allowed
+		var o algo.Outcome
+		found = append(found, sh.decide(&o, sh.find(hash, req.Key, sc), hash, req.Key, lim, now, req.Cost, false))
+		storeResult(&res[i], lim, &o)
+		all = all && o.Allowed
 	}
 	if all && consume {
 		for i, lim := range req.Limits {
-			sh.decide(&res[i], found[i], stateHash(h, scope{lim.Algorithm, lim.Period}), req.Key, lim, now, req.Cost, true)
+			var o algo.Outcome
+			sh.decide(&o, found[i], stateHash(h, scope{lim.Algorithm, lim.Period}), req.Key, lim, now, req.Cost, true)
+			storeResult(&res[i], lim, &o)
 		}
 	}
 	return nil
@@ -339,7 +345,7 @@ func (s *Store) Check(_ context.Context, req *ratewarden.Request, res []rateward
 
 // CheckOne implements ratewarden.SingleChecker: Check for one limit,
 // without the Request and result slice (the Limiter's path for Allow).
-func (s *Store) CheckOne(_ context.Context, key string, lim ratewarden.Limit, cost int64, peek bool) (ratewarden.Result, error) {
+func (s *Store) CheckOne(_ context.Context, key string, lim ratewarden.Limit, cost int64, peek bool) (r ratewarden.Result, err error) {
 	if len(key) > s.maxKey {
 		return ratewarden.Result{}, s.keyTooLong(len(key))
 	}
@@ -349,20 +355,21 @@ func (s *Store) CheckOne(_ context.Context, key string, lim ratewarden.Limit, co
 	now := s.nowMicro()
 	h := maphash.String(s.seed, key)
 	sh := &s.shards[h&s.mask]
-	var r ratewarden.Result
+	var o algo.Outcome
 	sh.mu.Lock()
-	sh.decideOne(&r, h, key, lim, now, cost, cost > 0 && !peek)
+	sh.decideOne(&o, h, key, lim, now, cost, cost > 0 && !peek)
 	sh.mu.Unlock()
+	storeResult(&r, lim, &o)
 	return r, nil
 }
 
 // decideOne decides one limit, its own verdict being the whole verdict:
 // evaluate and consume in one step. The caller holds sh.mu; h is the hash
 // of key.
-func (sh *shard) decideOne(r *ratewarden.Result, h uint64, key string, lim ratewarden.Limit, now, cost int64, consume bool) {
+func (sh *shard) decideOne(o *algo.Outcome, h uint64, key string, lim ratewarden.Limit, now, cost int64, consume bool) {
 	sc := scope{lim.Algorithm, lim.Period}
 	hash := stateHash(h, sc)
-	sh.decide(r, sh.find(hash, key, sc), hash, key, lim, now, cost, consume)
+	sh.decide(o, sh.find(hash, key, sc), hash, key, lim, now, cost, consume)
 }
 
 // nowMicro is the store's time in Unix microseconds: WithClock's, or its
@@ -464,62 +471,72 @@ func (sh *shard) remove(hash uint64, e *entry) {
 	sh.n--
 }
 
-// decide evaluates one limit for key at now into r and, when consume is
-// set and the limit admits cost, stores the new state. e is key's state
-// under lim (nil for none), stored at hash. decide returns the state that
-// holds key's state afterwards, or nil when there is none (an expired
-// state is removed unless it is written again). The caller holds sh.mu.
-func (sh *shard) decide(r *ratewarden.Result, e *entry, hash uint64, key string, lim ratewarden.Limit, now, cost int64, consume bool) *entry {
-	var cur state
-	expired := false
-	if e != nil {
-		if e.expireAt > now {
-			cur = e.state
-		} else {
-			// Expired: equivalent to no state. Start from none, keeping a
-			// log's array for reuse.
-			expired = true
-			cur.log = e.log[:0]
-		}
+// decide evaluates one limit for key at now and, when consume is set and
+// the limit admits cost, stores the new state. e is key's state under lim
+// (nil for none), stored at hash. decide returns the state that holds
+// key's state afterwards, or nil when there is none (an expired state is
+// removed unless it is written again), and the outcome (storeResult makes
+// it a Result, which needs no lock). The caller holds sh.mu.
+func (sh *shard) decide(o *algo.Outcome, e *entry, hash uint64, key string, lim ratewarden.Limit, now, cost int64, consume bool) *entry {
+	// An expired state is equivalent to none: start from zero words (and
+	// an empty log that keeps its array for reuse). The words are held in
+	// scalars, not an array, so that they stay in registers.
+	live := e != nil && e.expireAt > now
+	var w0, w1, w2 int64
+	if live {
+		w0, w1, w2 = e.w[0], e.w[1], e.w[2]
 	}
 	p := algo.FromLimit(lim)
-	var o algo.Outcome
+	var log algo.Log
 	switch lim.Algorithm {
 	case ratewarden.FixedWindow:
-		var w algo.Window
-		w, o = algo.FixedWindow(cur.window(), now, p, cost, consume)
-		cur.setWindow(w)
+		nw := algo.FixedWindowInto(o, algo.Window{Start: w0, Curr: w1, Prev: w2}, now, p, cost, consume)
+		w0, w1, w2 = nw.Start, nw.Curr, nw.Prev
 	case ratewarden.SlidingWindow:
-		var w algo.Window
-		w, o = algo.SlidingWindow(cur.window(), now, p, cost, consume)
-		cur.setWindow(w)
+		nw := algo.SlidingWindowInto(o, algo.Window{Start: w0, Curr: w1, Prev: w2}, now, p, cost, consume)
+		w0, w1, w2 = nw.Start, nw.Curr, nw.Prev
 	case ratewarden.TokenBucket:
-		var b algo.Bucket
-		b, o = algo.TokenBucket(cur.bucket(), now, p, cost, consume)
-		cur.setBucket(b)
+		b := algo.TokenBucketInto(o, algo.Bucket{T: w0, F: w1}, now, p, cost, consume)
+		w0, w1, w2 = b.T, b.F, 0
 	default: // SlidingLog; Validate rejected anything else
-		cur.log, o = algo.SlidingLog(cur.log, now, p, cost, consume)
+		if e != nil {
+			log = e.log
+			if !live {
+				log = log[:0]
+			}
+		}
+		log = algo.SlidingLogInto(o, log, now, p, cost, consume)
 	}
 	switch {
 	case o.Wrote:
 		if e == nil {
 			e = sh.insert(hash, key, scope{lim.Algorithm, lim.Period}, now)
 		}
-		e.state, e.expireAt = cur, o.ExpireAt
-	case expired:
+		// Only a log holds a pointer: the other states are stored without
+		// touching it (and without a write barrier).
+		if lim.Algorithm == ratewarden.SlidingLog {
+			e.log = log
+		}
+		e.w[0], e.w[1], e.w[2], e.expireAt = w0, w1, w2, o.ExpireAt
+	case e != nil && !live:
 		// Forget it now rather than carrying it until a sweep finds it.
 		sh.remove(hash, e)
 		e = nil
 	}
-	*r = ratewarden.Result{
-		Allowed:    o.Allowed,
-		Limit:      lim,
-		Remaining:  o.Remaining,
-		RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond,
-		ResetAfter: time.Duration(o.ResetAfter) * time.Microsecond,
-		Source:     ratewarden.SourceStore,
-	}
 	return e
+}
+
+// storeResult is the Result of lim's outcome o. It is built field by field
+// (a composite literal goes through a temporary the compiler then copies
+// in wide loads that stall on its narrow stores).
+func storeResult(r *ratewarden.Result, lim ratewarden.Limit, o *algo.Outcome) {
+	r.Allowed = o.Allowed
+	r.Limit = lim
+	r.Remaining = o.Remaining
+	r.RetryAfter = time.Duration(o.RetryAfter) * time.Microsecond
+	r.ResetAfter = time.Duration(o.ResetAfter) * time.Microsecond
+	r.Delay = time.Duration(o.Delay) * time.Microsecond
+	r.Source = ratewarden.SourceStore
 }
 
 // insert adds a new, empty state for key under sc at hash, first sweeping

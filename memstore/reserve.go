@@ -31,9 +31,11 @@ func (sh *shard) reserve(req *ratewarden.Request, res []ratewarden.Result, h uin
 	for i, lim := range req.Limits {
 		sc := scope{lim.Algorithm, lim.Period}
 		hash := stateHash(h, sc)
-		found = append(found, sh.decide(&res[i], sh.find(hash, req.Key, sc), hash, req.Key, lim, now, req.Cost, false))
-		if !res[i].Allowed {
-			delay = max(delay, res[i].RetryAfter.Microseconds())
+		var o algo.Outcome
+		found = append(found, sh.decide(&o, sh.find(hash, req.Key, sc), hash, req.Key, lim, now, req.Cost, false))
+		storeResult(&res[i], lim, &o)
+		if !o.Allowed {
+			delay = max(delay, o.RetryAfter)
 		}
 	}
 	consume := req.Cost > 0 && !req.Peek
@@ -41,7 +43,9 @@ func (sh *shard) reserve(req *ratewarden.Request, res []ratewarden.Result, h uin
 	case delay == 0 && !consume:
 	case delay == 0:
 		for i, lim := range req.Limits {
-			sh.decide(&res[i], found[i], stateHash(h, scope{lim.Algorithm, lim.Period}), req.Key, lim, now, req.Cost, true)
+			var o algo.Outcome
+			sh.decide(&o, found[i], stateHash(h, scope{lim.Algorithm, lim.Period}), req.Key, lim, now, req.Cost, true)
+			storeResult(&res[i], lim, &o)
 		}
 	case delay <= req.MaxDelay.Microseconds():
 		for i, lim := range req.Limits {
