@@ -471,12 +471,12 @@ func (sh *shard) remove(hash uint64, e *entry) {
 	sh.n--
 }
 
-// decide evaluates one limit for key at now and, when consume is set and
-// the limit admits cost, stores the new state. e is key's state under lim
-// (nil for none), stored at hash. decide returns the state that holds
-// key's state afterwards, or nil when there is none (an expired state is
-// removed unless it is written again), and the outcome (storeResult makes
-// it a Result, which needs no lock). The caller holds sh.mu.
+// decide evaluates one limit for key at now into o and, when consume is
+// set and the limit admits cost, stores the new state. e is key's state
+// under lim (nil for none), stored at hash. decide returns the state that
+// holds key's state afterwards, or nil when there is none (an expired
+// state is removed unless it is written again). The caller holds sh.mu;
+// storeResult makes o a Result, which needs no lock.
 func (sh *shard) decide(o *algo.Outcome, e *entry, hash uint64, key string, lim ratewarden.Limit, now, cost int64, consume bool) *entry {
 	// An expired state is equivalent to none: start from zero words (and
 	// an empty log that keeps its array for reuse). The words are held in
@@ -526,9 +526,9 @@ func (sh *shard) decide(o *algo.Outcome, e *entry, hash uint64, key string, lim 
 	return e
 }
 
-// storeResult is the Result of lim's outcome o. It is built field by field
-// (a composite literal goes through a temporary the compiler then copies
-// in wide loads that stall on its narrow stores).
+// storeResult sets *r to the Result of lim's outcome o. It sets field by
+// field: a composite literal goes through a temporary the compiler then
+// copies with wide loads, which stall on the narrow stores just made.
 func storeResult(r *ratewarden.Result, lim ratewarden.Limit, o *algo.Outcome) {
 	r.Allowed = o.Allowed
 	r.Limit = lim
