@@ -526,10 +526,12 @@ func (sh *shard) decide(o *algo.Outcome, e *entry, hash uint64, key string, lim 
 	return e
 }
 
-// storeResult sets *r to the Result of lim's outcome o. It sets field by
-// field: a composite literal goes through a temporary the compiler then
-// copies with wide loads, which stall on the narrow stores just made.
+// storeResult sets *r to the Result of lim's outcome o. It clears r and
+// sets field by field: a composite literal goes through a temporary the
+// compiler then copies with wide loads, which stall on the narrow stores
+// just made.
 func storeResult(r *ratewarden.Result, lim ratewarden.Limit, o *algo.Outcome) {
+	*r = ratewarden.Result{}
 	r.Allowed = o.Allowed
 	r.Limit = lim
 	r.Remaining = o.Remaining
