@@ -118,7 +118,9 @@ func (p pinning) pinSelf(t *testing.T) (undo func()) {
 // start starts cmd on the services' CPUs: from a thread of its own whose
 // mask is the services', so the new process and every thread it ever
 // starts have that mask from birth. (The Go runtime never starts threads
-// from a locked thread, and the thread ends with the goroutine.)
+// from a locked thread, and the thread ends with the goroutine; but for
+// the main thread, which the runtime keeps, idle, so it gets the load's
+// mask back.)
 func (p pinning) start(cmd *exec.Cmd) error {
 	if !p.on {
 		return cmd.Start()
@@ -131,7 +133,11 @@ func (p pinning) start(cmd *exec.Cmd) error {
 			done <- fmt.Errorf("sched_setaffinity: %w", err)
 			return
 		}
-		done <- cmd.Start()
+		err := cmd.Start()
+		if err2 := unix.SchedSetaffinity(0, &p.load); err2 != nil && err == nil {
+			err = fmt.Errorf("sched_setaffinity back to the load's CPUs: %w", err2)
+		}
+		done <- err
 	}()
 	return <-done
 }
