@@ -58,7 +58,12 @@ var loadModes = []string{"redis-keys", "redis-hot", "redis-hot-over", "memory-ke
 //   - in memory: ratewarden serve without Redis, and barerls (memstore
 //     behind the same bare handler).
 //
-// 64 callers (PEERDIFF_LOAD_CALLERS) on 4 connections; a mode runs
+// 64 callers (PEERDIFF_LOAD_CALLERS) on 4 connections per service, through
+// this package's light gRPC client (h2Conn), which costs the load a
+// fraction of the CPU grpc-go's client does, so that the services and
+// not their callers set the pace; PEERDIFF_LOAD_CLIENT=grpc uses
+// grpc-go's generated client instead, as the load did before ("light",
+// the default, names the light one). A mode runs
 // with a descriptor per caller ("keys"), every caller on one hot
 // descriptor under its limit ("hot"), or on one hot descriptor the
 // warm-up took over its limit ("hot-over", Redis only: every measured
@@ -104,8 +109,10 @@ func TestLoadRatio(t *testing.T) {
 	}
 	pin := planPinning(t)
 	t.Log(pin)
+	client := loadClientOf(t)
+	t.Logf("callers: %s", loadClients[client])
 	defer pin.pinSelf(t)() // before any redis-server starts: they inherit it
-	rig := newLoadRig(t, pin, modes)
+	rig := newLoadRig(t, pin, modes, client)
 	results := map[string][][]loadResult{} // mode -> service -> repetitions
 	for rep := range reps {
 		for _, mode := range modes {
@@ -136,13 +143,33 @@ func TestLoadRatio(t *testing.T) {
 		}
 		for i, s := range svcs[1:] {
 			o := meds[i+1]
-			t.Logf("%s: ratewarden / %s: %.2fx req/s, p99 %.2fx, service CPU per request %.2fx, all CPU per request %.2fx",
-				mode, s.name, meds[0].rate/o.rate, meds[0].p99.Seconds()/o.p99.Seconds(), meds[0].cpu.Seconds()/o.cpu.Seconds(), meds[0].total().Seconds()/o.total().Seconds())
+			t.Logf("%s: ratewarden / %s (%s callers): %.2fx req/s, p99 %.2fx, service CPU per request %.2fx, all CPU per request %.2fx",
+				mode, s.name, client, meds[0].rate/o.rate, meds[0].p99.Seconds()/o.p99.Seconds(), meds[0].cpu.Seconds()/o.cpu.Seconds(), meds[0].total().Seconds()/o.total().Seconds())
 			t.Logf("%s: ratewarden / %s, within each repetition: req/s %s, p99 %s", mode, s.name,
 				pairedRatios(results[mode][0], results[mode][i+1], func(r loadResult) float64 { return r.rate }),
 				pairedRatios(results[mode][0], results[mode][i+1], func(r loadResult) float64 { return r.p99.Seconds() }))
 		}
 	}
+}
+
+// loadClients are the clients the load may use (PEERDIFF_LOAD_CLIENT),
+// and what each is.
+var loadClients = map[string]string{
+	"light": "the light gRPC client (h2Conn: one write for many requests, answers read by one goroutine)",
+	"grpc":  "grpc-go's generated client (rlspb.RateLimitServiceClient)",
+}
+
+// loadClientOf reads PEERDIFF_LOAD_CLIENT: "light" (the default) or "grpc".
+func loadClientOf(t *testing.T) string {
+	t.Helper()
+	v := os.Getenv("PEERDIFF_LOAD_CLIENT")
+	if v == "" {
+		return "light"
+	}
+	if _, ok := loadClients[v]; !ok {
+		t.Fatalf("PEERDIFF_LOAD_CLIENT=%q: want light or grpc", v)
+	}
+	return v
 }
 
 // pairedRatios describes f(a[i])/f(b[i]) over the repetitions i: the
@@ -163,12 +190,13 @@ func pairedRatios(a, b []loadResult, f func(loadResult) float64) string {
 type loadRig struct {
 	pin               pinning
 	callers           int
+	client            string // a key of loadClients
 	redisSvcs, memSvc []*loadService
 }
 
 // newLoadRig builds the binaries, writes the config and starts the
 // services the modes need.
-func newLoadRig(t *testing.T, pin pinning, modes []string) *loadRig {
+func newLoadRig(t *testing.T, pin pinning, modes []string, client string) *loadRig {
 	t.Helper()
 	dir := t.TempDir()
 	if d := os.Getenv("PEERDIFF_LOAD_PERF"); d != "" {
@@ -209,7 +237,7 @@ func newLoadRig(t *testing.T, pin pinning, modes []string) *loadRig {
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 		return cmd, addr
 	}
-	rig := &loadRig{pin: pin, callers: envInt(t, "PEERDIFF_LOAD_CALLERS", loadCallers)}
+	rig := &loadRig{pin: pin, callers: envInt(t, "PEERDIFF_LOAD_CALLERS", loadCallers), client: client}
 	if need("redis") {
 		peerRedis, ourRedis, bareRedis := rig.redis(t), rig.redis(t), rig.redis(t)
 		// peer runs envoyproxy/ratelimit on rs with extra settings.
@@ -287,21 +315,60 @@ func (r *loadRig) redis(t *testing.T) *testredis.Server {
 	return rs
 }
 
-// start starts a service on the services' CPUs.
+// start starts a service on the services' CPUs and opens the load's
+// connections to it.
 func (r *loadRig) start(t *testing.T, name string, cmd *exec.Cmd, grpcAddr string, rs *testredis.Server) *loadService {
 	t.Helper()
 	file := strings.NewReplacer("/", "-", " ", "-", "(", "", ")", "").Replace(name)
-	s := &loadService{name: name, redis: rs, callers: r.callers, clients: []rlspb.RateLimitServiceClient{startProc(t, file, cmd, grpcAddr, r.pin.start).c}}
-	s.pid = cmd.Process.Pid
-	for len(s.clients) < loadConns {
+	first := startProc(t, file, cmd, grpcAddr, r.pin.start).c
+	s := &loadService{name: name, redis: rs, callers: r.callers, pid: cmd.Process.Pid}
+	if r.client == "grpc" {
+		s.conns = append(s.conns, grpcConn{first})
+	}
+	for len(s.conns) < loadConns {
+		if r.client == "light" {
+			c, err := dialH2(grpcAddr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.close)
+			s.conns = append(s.conns, c)
+			continue
+		}
 		conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close() })
-		s.clients = append(s.clients, rlspb.NewRateLimitServiceClient(conn))
+		s.conns = append(s.conns, grpcConn{rlspb.NewRateLimitServiceClient(conn)})
 	}
 	return s
+}
+
+// loadConn is a connection of the load to a service, through one of
+// loadClients.
+type loadConn interface {
+	// caller prepares req to be sent again and again until ctx ends and
+	// returns what sends it once: the answer's overall code, or the error.
+	caller(ctx context.Context, req *rlspb.RateLimitRequest) (func() (rlspb.RateLimitResponse_Code, error), error)
+}
+
+// grpcConn is a loadConn through grpc-go's generated client.
+type grpcConn struct{ c rlspb.RateLimitServiceClient }
+
+func (g grpcConn) caller(ctx context.Context, req *rlspb.RateLimitRequest) (func() (rlspb.RateLimitResponse_Code, error), error) {
+	return func() (rlspb.RateLimitResponse_Code, error) {
+		resp, err := g.c.ShouldRateLimit(ctx, req)
+		return resp.GetOverallCode(), err
+	}, nil
+}
+
+func (c *h2Conn) caller(ctx context.Context, req *rlspb.RateLimitRequest) (func() (rlspb.RateLimitResponse_Code, error), error) {
+	k, err := c.prepare(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return func() (rlspb.RateLimitResponse_Code, error) { return k.call(ctx) }, nil
 }
 
 // checkPinned fails unless every thread of every service, of every
@@ -362,12 +429,12 @@ func envInt(t *testing.T, name string, def int) int {
 }
 
 // loadService is a running service under load: its process, its Redis
-// (nil in memory) and a client per connection.
+// (nil in memory) and the load's connections to it.
 type loadService struct {
 	name    string
 	pid     int
 	redis   *testredis.Server
-	clients []rlspb.RateLimitServiceClient
+	conns   []loadConn
 	callers int // sending at once
 }
 
@@ -490,24 +557,30 @@ func (s *loadService) run(perCaller int, mode, tag string, warm bool, lat [][]ti
 	defer cancel()
 	var mu sync.Mutex
 	errs, first := 0, ""
+	failed := func(n int, err error) {
+		mu.Lock()
+		if errs += n; first == "" {
+			first = err.Error()
+		}
+		mu.Unlock()
+	}
 	var wg sync.WaitGroup
 	for c := range s.callers {
 		wg.Go(func() {
-			client := s.clients[c%len(s.clients)]
-			req := loadRequest(mode, tag, c)
+			call, err := s.conns[c%len(s.conns)].caller(ctx, loadRequest(mode, tag, c))
+			if err != nil {
+				failed(perCaller, err)
+				return
+			}
 			for range perCaller {
 				start := time.Now()
-				resp, err := client.ShouldRateLimit(ctx, req)
+				code, err := call()
 				took := time.Since(start)
-				if err == nil && !slices.Contains(want, resp.GetOverallCode()) {
-					err = fmt.Errorf("overall code %v, want %v", resp.GetOverallCode(), want)
+				if err == nil && !slices.Contains(want, code) {
+					err = fmt.Errorf("overall code %v, want %v", code, want)
 				}
 				if err != nil {
-					mu.Lock()
-					if errs++; first == "" {
-						first = err.Error()
-					}
-					mu.Unlock()
+					failed(1, err)
 					continue
 				}
 				if lat != nil {
