@@ -42,8 +42,8 @@ type rueidisEval struct {
 	direct *directConns // nil: every command is pipelined (Cluster)
 
 	// The script as a function (WithFunctions; see library in script.go),
-	// run with FCALL while Redis lets it, EVALSHA otherwise. A Cluster's
-	// nodes would each need the library: it runs scripts.
+	// run with FCALL while Redis lets it, EVALSHA otherwise. On a Cluster
+	// every node gets the library (see load).
 	fn      string      // its name; "" when the script runs with EVALSHA only
 	lib     string      // its library's code
 	noFn    atomic.Bool // Redis has no functions, or this user may not use them
@@ -75,11 +75,9 @@ func newRueidisEval(c rueidis.Client, script string) *rueidisEval {
 }
 
 // useFunctions makes e run its script as a function (WithFunctions) when
-// the script has one (see library) and the client is not a Cluster's.
+// the script has one (see library).
 func (e *rueidisEval) useFunctions() {
-	if e.c.Mode() != rueidis.ClientModeCluster {
-		e.lib, e.fn, _ = library(e.script)
-	}
+	e.lib, e.fn, _ = library(e.script)
 }
 
 // cancelOnly is a context that ends when its parent does but reports no
@@ -229,11 +227,12 @@ func (e *rueidisEval) run(ctx context.Context, verb, script string, keys, args [
 }
 
 // fcall runs the script's function, loading its library when Redis does
-// not have it (yet, or any more: a restart, a FUNCTION FLUSH). ok is false
-// when the call is to run with EVALSHA instead: the script has no
-// function, Redis has no functions (before 7.0) or refuses them to this
-// user (from then on), or the library could not be loaded now (another
-// call is loading it, or this Redis is a read-only replica).
+// not have it (yet, or any more: a restart, a FUNCTION FLUSH, a Cluster
+// node added). ok is false when the call is to run with EVALSHA instead:
+// the script has no function, Redis has no functions (before 7.0) or
+// refuses them to this user (from then on), or the library could not be
+// loaded now (another call is loading it, this Redis is a read-only
+// replica, or the key's Cluster node did not take it).
 func (e *rueidisEval) fcall(ctx context.Context, keys, args []string) (rueidis.RedisResult, bool) {
 	if e.fn == "" || e.noFn.Load() {
 		return rueidis.RedisResult{}, false
@@ -251,17 +250,49 @@ func (e *rueidisEval) fcall(ctx context.Context, keys, args []string) (rueidis.R
 	case !e.loading.CompareAndSwap(false, true):
 		return res, false
 	}
-	err := e.do(ctx, &command{head: [3]string{"FUNCTION", "LOAD", e.lib}, nhead: 3}).Error()
+	err := e.load(ctx)
 	e.loading.Store(false)
-	if msg, isRedis := redisError(err); isRedis && !strings.Contains(msg, "already exists") {
+	if msg, isRedis := redisError(err); isRedis {
 		if refusesFunctions(msg) {
 			e.noFn.Store(true)
 		}
 		return res, false
-	} else if err != nil && !isRedis {
+	} else if err != nil {
 		return rueidis.NewErrorResult(err), true
 	}
-	return e.run(ctx, "FCALL", e.fn, keys, args), true
+	res = e.run(ctx, "FCALL", e.fn, keys, args)
+	if msg, _ := redisError(res.Error()); strings.Contains(msg, "Function not found") {
+		return res, false
+	}
+	return res, true
+}
+
+// load loads the library: on the Redis of a standalone or Sentinel
+// client, on every node of a Cluster's. Redis having it already is no
+// error. On a Cluster, a replica refusing the write, or a node that cannot
+// be reached, is not one either: replicas get the library from their
+// primaries, and a node without it answers its next FCALL with "Function
+// not found" again; the first error of another kind is returned.
+func (e *rueidisEval) load(ctx context.Context) error {
+	cmd := &command{head: [3]string{"FUNCTION", "LOAD", e.lib}, nhead: 3}
+	loaded := func(err error) error {
+		if msg, _ := redisError(err); strings.Contains(msg, "already exists") {
+			return nil
+		}
+		return err
+	}
+	if e.c.Mode() != rueidis.ClientModeCluster {
+		return loaded(e.do(ctx, cmd).Error())
+	}
+	var first error
+	for _, n := range e.c.Nodes() {
+		err := loaded(n.Do(cancelOnly{ctx}, cmd.build(n.B(), false)).Error())
+		msg, isRedis := redisError(err)
+		if err != nil && isRedis && !strings.HasPrefix(msg, "READONLY") && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // redisError returns the message of err when it is an error reply.

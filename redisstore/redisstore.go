@@ -100,7 +100,9 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 // fall back to EVALSHA. A function that may write is refused as a whole
 // by a Redis out of memory or read-only, where a script is refused at its
 // first write: with this option such a Redis fails checks that would
-// have been denials too. rueidis clients only (New), Cluster aside.
+// have been denials too. rueidis clients only (New); on a Cluster the
+// library is loaded on every node when one answers that the function is
+// missing.
 func WithFunctions(on bool) Option {
 	return func(c *config) { c.functions = on }
 }

@@ -8,17 +8,30 @@ import (
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/internal/testredis"
+	"github.com/ratewarden/ratewarden/redisstore"
 )
 
 // cachedScripts returns number_of_cached_scripts from s's INFO memory.
 func cachedScripts(t *testing.T, s *testredis.Server) int {
+	t.Helper()
+	return infoMemory(t, s, "number_of_cached_scripts")
+}
+
+// libraries returns number_of_libraries (functions) from s's INFO memory.
+func libraries(t *testing.T, s *testredis.Server) int {
+	t.Helper()
+	return infoMemory(t, s, "number_of_libraries")
+}
+
+// infoMemory returns the number field of s's INFO memory.
+func infoMemory(t *testing.T, s *testredis.Server, field string) int {
 	t.Helper()
 	info, err := s.Do("INFO", "memory")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "number_of_cached_scripts:"); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
 			n, err := strconv.Atoi(v)
 			if err != nil {
 				t.Fatal(err)
@@ -26,7 +39,7 @@ func cachedScripts(t *testing.T, s *testredis.Server) int {
 			return n
 		}
 	}
-	t.Fatalf("%s: no number_of_cached_scripts in INFO memory", s.Addr)
+	t.Fatalf("%s: no %s in INFO memory", s.Addr, field)
 	return 0
 }
 
@@ -49,13 +62,12 @@ func keyOn(t *testing.T, c *testredis.Cluster, p *testredis.Server, prefix strin
 	return "", 0
 }
 
-// TestScriptFlushOnEveryPrimary empties the script cache of every primary
-// while a Store that already used the script keeps checking keys on every
-// shard: no caller sees an error (EVALSHA meets NOSCRIPT, EVAL reloads),
-// and every primary has the script cached again.
-func TestScriptFlushOnEveryPrimary(t *testing.T) {
-	cluster := sharedCluster(t)
-	lim, _ := ratewarden.New(store(t, client(t, clusterURL(cluster))))
+// everyShard returns a check of three keys on each primary of cluster
+// through a Store with opts, failing t on any error or denial, and the
+// primaries.
+func everyShard(t *testing.T, cluster *testredis.Cluster, prefix string, opts ...redisstore.Option) (func(round int), []*testredis.Server) {
+	t.Helper()
+	lim, _ := ratewarden.New(store(t, client(t, clusterURL(cluster)), opts...))
 	prims, err := cluster.Primaries()
 	if err != nil || len(prims) != 3 {
 		t.Fatalf("primaries %v, %v", prims, err)
@@ -65,12 +77,12 @@ func TestScriptFlushOnEveryPrimary(t *testing.T) {
 		next := 0
 		for range 3 {
 			var k string
-			k, next = keyOn(t, cluster, p, "script:", next)
+			k, next = keyOn(t, cluster, p, prefix, next)
 			keys = append(keys, k)
 		}
 	}
 	l := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1000, Period: time.Hour}
-	check := func(round int) {
+	return func(round int) {
 		t.Helper()
 		for _, k := range keys {
 			r, err := lim.Allow(ctx, k, l)
@@ -78,7 +90,17 @@ func TestScriptFlushOnEveryPrimary(t *testing.T) {
 				t.Fatalf("round %d, key %s: %+v, %v", round, k, r, err)
 			}
 		}
-	}
+	}, prims
+}
+
+// TestScriptFlushOnEveryPrimary empties the script cache of every primary
+// while a Store running its script with EVALSHA (WithFunctions(false), as
+// on a Redis 6.2 Cluster) keeps checking keys on every shard: no caller
+// sees an error (EVALSHA meets NOSCRIPT, EVAL reloads), and every primary
+// has the script cached again.
+func TestScriptFlushOnEveryPrimary(t *testing.T) {
+	cluster := sharedCluster(t)
+	check, prims := everyShard(t, cluster, "script:", redisstore.WithFunctions(false))
 	check(0) // the script is in use on every primary
 	for round := 1; round <= 3; round++ {
 		if err := cluster.DoAll("SCRIPT", "FLUSH"); err != nil {
@@ -94,6 +116,54 @@ func TestScriptFlushOnEveryPrimary(t *testing.T) {
 			if n := cachedScripts(t, p); n < 1 {
 				t.Fatalf("round %d: %s has no script cached after checks on its keys", round, p.Addr)
 			}
+		}
+	}
+}
+
+// TestFunctionFlushOnEveryPrimary: a Store runs its checks as a function
+// on a Cluster too, and loads the library on every node again after a
+// FUNCTION FLUSH of every primary, without a caller seeing an error and
+// without falling back to scripts (no script gets cached).
+func TestFunctionFlushOnEveryPrimary(t *testing.T) {
+	cluster := sharedCluster(t)
+	if err := cluster.DoAll("SCRIPT", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	check, prims := everyShard(t, cluster, "function:")
+	check(0)
+	for round := 1; round <= 3; round++ {
+		if err := cluster.DoAll("FUNCTION", "FLUSH"); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range prims {
+			if n := libraries(t, p); n != 0 {
+				t.Fatalf("%s holds %d function libraries after FUNCTION FLUSH", p.Addr, n)
+			}
+		}
+		check(round)
+		for _, p := range prims {
+			if n := libraries(t, p); n < 1 {
+				t.Fatalf("round %d: %s holds no function library after checks, want the store's", round, p.Addr)
+			}
+		}
+	}
+	for _, p := range prims {
+		if n := cachedScripts(t, p); n != 0 {
+			t.Errorf("%s has %d scripts cached: checks ran as scripts, not as the function", p.Addr, n)
+		}
+	}
+	reps, err := cluster.Replicas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reps {
+		// Replication is asynchronous: give it a few seconds.
+		deadline := time.Now().Add(10 * time.Second)
+		for libraries(t, r) < 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("replica %s holds no function library 10s after its primary loaded the store's", r.Addr)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 }
