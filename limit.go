@@ -219,6 +219,17 @@ func (l Limit) common() bool {
 		(l.Algorithm != TokenBucket || l.Rate <= l.Period.Microseconds())
 }
 
+// valid reports whether l is valid, as problem does but without describing
+// the problem: one expression of the same conditions, so that a check can
+// test a limit without calls and ask problem only for a message.
+func (l Limit) valid() bool {
+	return l.Algorithm < numAlgorithms && l.Rate > 0 && l.Rate <= MaxRate &&
+		(l.Algorithm != SlidingLog || l.Rate <= MaxLogRate) &&
+		l.Period >= MinPeriod && l.Period <= MaxPeriod && l.Period%time.Millisecond == 0 &&
+		l.Burst >= 0 && l.Burst <= MaxRate && (l.Burst == 0 || l.Algorithm == TokenBucket) &&
+		(l.Algorithm != TokenBucket || l.Rate <= l.Period.Microseconds() && !refillExceeds(l.Capacity(), l.Period, l.Rate, MaxPeriod))
+}
+
 // refillExceeds reports whether capacity × period / rate > bound, exactly
 // (the product can exceed 64 bits).
 func refillExceeds(capacity int64, period time.Duration, rate int64, bound time.Duration) bool {

@@ -77,14 +77,18 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit Limit) (Result, er
 }
 
 func (l *Limiter) check(ctx context.Context, key string, limit Limit, n int64, peek bool) (Result, error) {
-	if err := validateKey("", key); err != nil {
-		return Result{}, err
-	}
-	if err := limit.Validate(); err != nil {
-		return Result{}, err
-	}
-	if err := validateCost("", n, limit); err != nil {
-		return Result{}, err
+	// One test of the whole input first; the validators only for the
+	// error, in their order.
+	if key == "" || !limit.valid() || n < 0 || n > limit.Capacity() {
+		if err := validateKey("", key); err != nil {
+			return Result{}, err
+		}
+		if err := limit.Validate(); err != nil {
+			return Result{}, err
+		}
+		if err := validateCost("", n, limit); err != nil {
+			return Result{}, err
+		}
 	}
 	if l.single != nil {
 		return l.single.CheckOne(ctx, key, limit, n, peek)
