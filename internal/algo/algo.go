@@ -275,7 +275,9 @@ func TokenBucketInto(o *Outcome, s Bucket, now int64, p Params, n int64, consume
 			s = t
 			// bucketUsed(t, now, p) would be the old count + n exactly:
 			// the TAT moved by n whole intervals, its numerator by
-			// n × Period. So rem (> n − 1 here) drops by n.
+			// n × Period. So rem (at least n here) drops by n. The
+			// script evaluates the new TAT again; the differential
+			// tests hold the two equal.
 			rem -= n
 			o.Wrote = true
 		}
