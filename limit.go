@@ -220,8 +220,9 @@ func (l Limit) common() bool {
 }
 
 // valid reports whether l is valid, as problem does but without describing
-// the problem: one expression of the same conditions, so that a check can
-// test a limit without calls and ask problem only for a message.
+// the problem: one expression of the same conditions, so that a check
+// tests a limit in one call (problem takes up to three) and asks problem
+// only for the message.
 func (l Limit) valid() bool {
 	return l.Algorithm < numAlgorithms && l.Rate > 0 && l.Rate <= MaxRate &&
 		(l.Algorithm != SlidingLog || l.Rate <= MaxLogRate) &&
