@@ -121,7 +121,7 @@ func newServeFlags(getenv func(string) string) (*flag.FlagSet, serveFlags) {
 		replicas:        envFlag(fs, getenv, "replicas", "RATEWARDEN_REPLICAS", "1", "number of service replicas sharing the limits (local_fallback's share)"),
 		redisTimeout:    envFlag(fs, getenv, "redis-timeout", "RATEWARDEN_REDIS_TIMEOUT", "50ms", "deadline of each Redis call before the failure policy answers"),
 		leaseSize:       envFlag(fs, getenv, "lease-size", "RATEWARDEN_LEASE_SIZE", "0", "with --redis: units a replica takes from Redis at once for fixed_window and token_bucket limits, admitted locally (lease mode, docs/leases.md: never more than a limit, maybe fewer; for hot keys); 0: off"),
-		gcHeadroom:      envFlag(fs, getenv, "gc-headroom", "RATEWARDEN_GC_HEADROOM", "64MiB", "heap growth allowed between garbage collections while the live heap is smaller (bytes, or with KiB, MiB, GiB): fewer collections for less CPU per request; 0, or GOGC in the environment, leaves the collector at Go's default"),
+		gcHeadroom:      envFlag(fs, getenv, "gc-headroom", "RATEWARDEN_GC_HEADROOM", "64MiB", "heap growth allowed between garbage collections while the live heap is smaller (bytes, or with KiB, MiB, GiB): fewer collections for less CPU per request, at up to this much more RSS; 0, or GOGC in the environment, leaves the collector at Go's default"),
 		reload:          envFlag(fs, getenv, "reload-interval", "RATEWARDEN_RELOAD_INTERVAL", "1s", "how often config files are checked for changes (0: only on SIGHUP)"),
 		grace:           envFlag(fs, getenv, "shutdown-grace", "RATEWARDEN_SHUTDOWN_GRACE", "10s", "time requests in flight get to finish on SIGTERM"),
 		logLevel:        envFlag(fs, getenv, "log-level", "RATEWARDEN_LOG_LEVEL", "info", "debug, info, warn or error"),
