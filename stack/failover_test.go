@@ -72,13 +72,13 @@ func runFailoverReplica(spec []byte) (any, error) {
 		return nil, err
 	}
 	defer c.Close()
-	// A deadline of 1s rather than the default 50ms: what is tested is that
-	// the killed primary's failures stay its own, and a killed node fails
-	// calls at once whatever the deadline, while on a busy machine the
-	// survivors' replies (4 processes of 32 callers under the race
-	// detector) can take longer than 50ms and would open their breakers
-	// for the machine's sake, not the victim's.
-	st, err := stack.New(c, stack.WithRedis(redisstore.WithTimeout(time.Second)), stack.WithFallback(quiet, fallback.WithReplicas(job.Replicas)))
+	// A deadline of 1s rather than the fallback's default 50ms: what is
+	// tested is that the killed primary's failures stay its own, and a
+	// killed node fails calls at once whatever the deadline, while on a
+	// busy machine the survivors' replies (4 processes of 32 callers under
+	// the race detector) can take longer than 50ms and would open their
+	// breakers for the machine's sake, not the victim's.
+	st, err := stack.New(c, stack.WithFallback(quiet, fallback.WithReplicas(job.Replicas), fallback.WithTimeout(time.Second)))
 	if err != nil {
 		return nil, err
 	}
