@@ -29,6 +29,11 @@ import (
 // base that the percentage applies to, and minHeap the least base.
 const minHeap = 4 << 20
 
+// MaxHeadroom is the largest headroom Start takes, 1 TiB: its percentage
+// over the runtime's 4 MiB minimum, 26,214,400, stays well inside the
+// runtime's int32.
+const MaxHeadroom = 1 << 40
+
 var baseMetrics = [3]string{"/gc/heap/live:bytes", "/gc/scan/stack:bytes", "/gc/scan/globals:bytes"}
 
 // tuner is the state of a Start: the finalizer of an object made for each
@@ -48,8 +53,10 @@ type tuner struct {
 // (GOGC's, or debug.SetGCPercent's). The percentage is never below 100 nor
 // below what was set before, so Start only ever collects less often. A
 // headroom of 0, a collector turned off (GOGC=off), or another Start in
-// effect leaves it all as it is.
+// effect leaves it all as it is. A headroom over MaxHeadroom counts as
+// MaxHeadroom.
 func Start(headroom uint64) (stop func()) {
+	headroom = min(headroom, MaxHeadroom)
 	if headroom == 0 || !active.CompareAndSwap(false, true) {
 		return func() {}
 	}
