@@ -158,3 +158,37 @@ func TestCommandCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestInfoIntAndCPU: InfoInt reads a number of INFO, refuses a field that
+// is missing or not an integer, and CPU grows as the server works.
+func TestInfoIntAndCPU(t *testing.T) {
+	s := start(t)
+	if _, err := s.Do("SET", "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.InfoInt("keyspace", "db0"); err == nil {
+		t.Errorf("InfoInt of db0 (keys=1,expires=0,...): %d, want an error", n)
+	}
+	if _, err := s.InfoInt("server", "no_such_field"); err == nil {
+		t.Error("InfoInt of a missing field: no error")
+	}
+	pid, err := s.InfoInt("server", "process_id")
+	if err != nil || pid <= 0 {
+		t.Fatalf("process_id %d, %v", pid, err)
+	}
+	cpu0, err := s.CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Enough work to show in INFO cpu's microsecond figures.
+	if _, err := s.Do("EVAL", "for i = 1, 3000000 do end return 1", "0"); err != nil {
+		t.Fatal(err)
+	}
+	cpu1, err := s.CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpu1 <= cpu0 {
+		t.Errorf("CPU %v after a 3,000,000-step script, %v before", cpu1, cpu0)
+	}
+}

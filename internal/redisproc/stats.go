@@ -94,3 +94,43 @@ func (s *Server) Time() (int64, error) {
 	}
 	return sec*1_000_000 + usec, nil
 }
+
+// InfoInt returns the integer field of the server's INFO section
+// ("memory", "number_of_libraries").
+func (s *Server) InfoInt(section, field string) (int64, error) {
+	info, err := s.Do("INFO", section)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("redisproc: INFO %s: %q: %w", section, line, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("redisproc: INFO %s of %s has no %s", section, s.Addr, field)
+}
+
+// CPU returns the CPU time, user and system, the server has used (INFO
+// cpu).
+func (s *Server) CPU() (time.Duration, error) {
+	info, err := s.Do("INFO", "cpu")
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("redisproc: INFO cpu: %q: %w", line, err)
+			}
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second)), nil
+}

@@ -2,7 +2,6 @@ package clustertest
 
 import (
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,22 +63,13 @@ func BenchmarkClusterCheck(b *testing.B) {
 // primariesCPU is the CPU time (user and system) the primaries have used.
 func primariesCPU(b *testing.B, prims []*testredis.Server) time.Duration {
 	b.Helper()
-	var total float64
+	var total time.Duration
 	for _, p := range prims {
-		info, err := p.Do("INFO", "cpu")
+		cpu, err := p.CPU()
 		if err != nil {
 			b.Fatal(err)
 		}
-		for line := range strings.SplitSeq(info, "\n") {
-			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-			if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					b.Fatalf("INFO cpu: %q: %v", line, err)
-				}
-				total += f
-			}
-		}
+		total += cpu
 	}
-	return time.Duration(total * float64(time.Second))
+	return total
 }

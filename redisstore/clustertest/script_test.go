@@ -2,7 +2,6 @@ package clustertest
 
 import (
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,21 +25,11 @@ func libraries(t *testing.T, s *testredis.Server) int {
 // infoMemory returns the number field of s's INFO memory.
 func infoMemory(t *testing.T, s *testredis.Server, field string) int {
 	t.Helper()
-	info, err := s.Do("INFO", "memory")
+	n, err := s.InfoInt("memory", field)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("%s: no %s in INFO memory", s.Addr, field)
-	return 0
+	return int(n)
 }
 
 // keyOn returns a caller's key whose state lives on primary p of cluster
@@ -101,20 +90,28 @@ func everyShard(t *testing.T, cluster *testredis.Cluster, prefix string, opts ..
 func TestScriptFlushOnEveryPrimary(t *testing.T) {
 	cluster := sharedCluster(t)
 	check, prims := everyShard(t, cluster, "script:", redisstore.WithFunctions(false))
-	check(0) // the script is in use on every primary
+	flushRounds(t, cluster, prims, check, "cached scripts", cachedScripts, "SCRIPT", "FLUSH")
+}
+
+// flushRounds checks keys on every primary (check), then three times:
+// runs flush on every primary, sees that none holds any of what held
+// counts (named what), checks again, and sees that each holds some again.
+func flushRounds(t *testing.T, cluster *testredis.Cluster, prims []*testredis.Server, check func(round int), what string, held func(*testing.T, *testredis.Server) int, flush ...string) {
+	t.Helper()
+	check(0)
 	for round := 1; round <= 3; round++ {
-		if err := cluster.DoAll("SCRIPT", "FLUSH"); err != nil {
+		if err := cluster.DoAll(flush...); err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range prims {
-			if n := cachedScripts(t, p); n != 0 {
-				t.Fatalf("%s caches %d scripts after SCRIPT FLUSH", p.Addr, n)
+			if n := held(t, p); n != 0 {
+				t.Fatalf("%s holds %d %s after %v", p.Addr, n, what, flush)
 			}
 		}
 		check(round)
 		for _, p := range prims {
-			if n := cachedScripts(t, p); n < 1 {
-				t.Fatalf("round %d: %s has no script cached after checks on its keys", round, p.Addr)
+			if n := held(t, p); n < 1 {
+				t.Fatalf("round %d: %s holds no %s after checks on its keys", round, p.Addr, what)
 			}
 		}
 	}
@@ -130,23 +127,7 @@ func TestFunctionFlushOnEveryPrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	check, prims := everyShard(t, cluster, "function:")
-	check(0)
-	for round := 1; round <= 3; round++ {
-		if err := cluster.DoAll("FUNCTION", "FLUSH"); err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range prims {
-			if n := libraries(t, p); n != 0 {
-				t.Fatalf("%s holds %d function libraries after FUNCTION FLUSH", p.Addr, n)
-			}
-		}
-		check(round)
-		for _, p := range prims {
-			if n := libraries(t, p); n < 1 {
-				t.Fatalf("round %d: %s holds no function library after checks, want the store's", round, p.Addr)
-			}
-		}
-	}
+	flushRounds(t, cluster, prims, check, "function libraries", libraries, "FUNCTION", "FLUSH")
 	for _, p := range prims {
 		if n := cachedScripts(t, p); n != 0 {
 			t.Errorf("%s has %d scripts cached: checks ran as scripts, not as the function", p.Addr, n)

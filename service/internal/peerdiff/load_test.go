@@ -399,21 +399,11 @@ func (r *loadRig) checkPinned(t *testing.T) {
 // redisPid is the process id of redis-server rs (INFO server).
 func redisPid(t *testing.T, rs *testredis.Server) int {
 	t.Helper()
-	info, err := testredis.Do(rs.Addr, "INFO", "server")
+	pid, err := rs.InfoInt("server", "process_id")
 	if err != nil {
-		t.Fatalf("redis INFO server: %v", err)
+		t.Fatalf("redis-server's pid: %v", err)
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			pid, err := strconv.Atoi(v)
-			if err != nil {
-				t.Fatalf("redis INFO server: %q: %v", line, err)
-			}
-			return pid
-		}
-	}
-	t.Fatalf("redis INFO server: no process_id in %q", info)
-	return 0
+	return int(pid)
 }
 
 func envInt(t *testing.T, name string, def int) int {
@@ -635,20 +625,9 @@ func (s *loadService) redisCPU(t *testing.T) time.Duration {
 	if s.redis == nil {
 		return 0
 	}
-	info, err := testredis.Do(s.redis.Addr, "INFO", "cpu")
+	cpu, err := s.redis.CPU()
 	if err != nil {
-		t.Fatalf("redis INFO cpu: %v", err)
+		t.Fatalf("redis-server's CPU time: %v", err)
 	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("redis INFO cpu: %q: %v", line, err)
-			}
-			total += f
-		}
-	}
-	return time.Duration(total * float64(time.Second))
+	return cpu
 }
