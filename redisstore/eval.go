@@ -245,7 +245,7 @@ func (e *rueidisEval) fcall(ctx context.Context, keys, args []string) (rueidis.R
 	case refusesFunctions(msg):
 		e.noFn.Store(true)
 		return res, false
-	case !strings.Contains(msg, "Function not found"):
+	case !functionMissing(msg):
 		return res, true // the function's own error
 	case !e.loading.CompareAndSwap(false, true):
 		return res, false
@@ -261,7 +261,7 @@ func (e *rueidisEval) fcall(ctx context.Context, keys, args []string) (rueidis.R
 		return rueidis.NewErrorResult(err), true
 	}
 	res = e.run(ctx, "FCALL", e.fn, keys, args)
-	if msg, _ := redisError(res.Error()); strings.Contains(msg, "Function not found") {
+	if msg, _ := redisError(res.Error()); functionMissing(msg) {
 		return res, false
 	}
 	return res, true
@@ -294,6 +294,10 @@ func (e *rueidisEval) load(ctx context.Context) error {
 	}
 	return first
 }
+
+// functionMissing reports whether msg says that Redis has no such
+// function (its library not loaded there).
+func functionMissing(msg string) bool { return strings.Contains(msg, "Function not found") }
 
 // redisError returns the message of err when it is an error reply.
 func redisError(err error) (string, bool) {

@@ -378,7 +378,7 @@ func duration(name, v string, zeroOK bool) (time.Duration, error) {
 }
 
 // byteSize parses a size such as 65536, 512KiB, 64MiB or 1GiB, up to
-// 1TiB, for the flag name.
+// 1TiB (gctune.MaxHeadroom), for the flag name.
 func byteSize(name, v string) (uint64, error) {
 	num, unit := v, uint64(1)
 	for _, u := range []struct {
@@ -391,7 +391,7 @@ func byteSize(name, v string) (uint64, error) {
 		}
 	}
 	n, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || n > (1<<40)/unit {
+	if err != nil || n > gctune.MaxHeadroom/unit {
 		return 0, fmt.Errorf("%s %q: want a size up to 1TiB such as 64MiB, 512KiB or 0", name, v)
 	}
 	return n * unit, nil
