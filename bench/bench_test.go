@@ -170,7 +170,14 @@ func TestHistogram(t *testing.T) {
 // BenchmarkManyKeys runs each contender on 100,000 keys from 64 concurrent
 // callers (RunParallel), all admitted, against one redis-server. Besides
 // ns/op it reports Redis CPU per decision.
-func BenchmarkManyKeys(b *testing.B) {
+func BenchmarkManyKeys(b *testing.B) { benchManyKeys(b, 64) }
+
+// BenchmarkOneCaller is BenchmarkManyKeys with one caller deciding one
+// request after the other: the latency a lone request sees, and what each
+// decision costs Redis when nothing shares a round trip.
+func BenchmarkOneCaller(b *testing.B) { benchManyKeys(b, 1) }
+
+func benchManyKeys(b *testing.B, callers int) {
 	r := startRedis(b)
 	ctx := context.Background()
 	keys := make([]string, 100_000)
@@ -178,7 +185,6 @@ func BenchmarkManyKeys(b *testing.B) {
 		keys[i] = "user:" + strconv.Itoa(i)
 	}
 	lim := Limit{Rate: 1_000_000_000, Period: time.Hour}
-	const callers = 64
 	for _, c := range Contenders() {
 		b.Run(strings.NewReplacer(" ", "_", ",", "", "/", "_", "+", "_").Replace(c.Name), func(b *testing.B) {
 			if err := r.FlushAll(ctx); err != nil {
@@ -196,21 +202,33 @@ func BenchmarkManyKeys(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var next atomic.Uint64
-			b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				k := next.Add(1) * 7919
-				for pb.Next() {
-					k++
-					ok, err := in.Allow(ctx, keys[k%uint64(len(keys))])
+			if callers == 1 {
+				b.ResetTimer()
+				k := 0
+				for b.Loop() {
+					ok, err := in.Allow(ctx, keys[k%len(keys)])
 					if err != nil || !ok {
-						b.Errorf("Allow: %v, %v", ok, err)
-						return
+						b.Fatalf("Allow: %v, %v", ok, err)
 					}
+					k++
 				}
-			})
+			} else {
+				var next atomic.Uint64
+				b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					k := next.Add(1) * 7919
+					for pb.Next() {
+						k++
+						ok, err := in.Allow(ctx, keys[k%uint64(len(keys))])
+						if err != nil || !ok {
+							b.Errorf("Allow: %v, %v", ok, err)
+							return
+						}
+					}
+				})
+			}
 			b.StopTimer()
 			after, err := r.Stats(ctx)
 			if err != nil {
