@@ -17,8 +17,11 @@ LINT_MODULES := $(MODULES) service/internal/peerdiff/barerls
 
 # test: install what the tests need if missing (redis-server, redis-cli, a
 # C compiler for -race), check formatting, vet, staticcheck, then the whole
-# suite with the race detector in every module.
+# suite with the race detector in every module. internal/algo's exhaustive
+# checks (pure arithmetic, ten times slower under -race) sample with -race
+# and run in full in a build without it first.
 test: deps modules fmt-check vet staticcheck
+	@echo "== go test ./internal/algo (exhaustive, without -race)"; $(GO) test -count=1 ./internal/algo/
 	@for m in $(MODULES); do echo "== go test -race $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 8m ./...) || exit 1; done
 
 # lint: what test checks before the suite, and no function outside tests
