@@ -9,11 +9,13 @@ import (
 )
 
 // TestConformance runs the suite every Store must pass against real Redis,
-// through both clients. Time is Redis' own, so Advance sleeps.
+// through both clients at once (every subtest has keys of its own). Time
+// is Redis' own, so Advance sleeps.
 func TestConformance(t *testing.T) {
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
 	t.Run("rueidis", func(t *testing.T) {
+		t.Parallel()
 		storetest.Run(t, func(t *testing.T) storetest.Subject {
 			s, err := New(c)
 			if err != nil {
@@ -23,6 +25,7 @@ func TestConformance(t *testing.T) {
 		})
 	})
 	t.Run("go-redis", func(t *testing.T) {
+		t.Parallel()
 		storetest.Run(t, func(t *testing.T) storetest.Subject {
 			return storetest.Subject{Store: openGoRedisStore(t, srv.Addr), Advance: time.Sleep}
 		})

@@ -104,16 +104,20 @@ func TestNewRejectsBadConfig(t *testing.T) {
 }
 
 // TestConformance runs the suite every Store passes over the assembled
-// stack, through both clients, and over a second front.
+// stack, through both clients, and over a second front. The four run at
+// once: every subtest has keys of its own, and the suite reruns a timed
+// check with a longer period when its calls came late.
 func TestConformance(t *testing.T) {
 	srv := testredis.Start(t)
 	c := rueidisClient(t, srv.Addr)
 	t.Run("rueidis", func(t *testing.T) {
+		t.Parallel()
 		storetest.Run(t, func(t *testing.T) storetest.Subject {
 			return storetest.Subject{Store: newStack(t, c), Advance: time.Sleep}
 		})
 	})
 	t.Run("go-redis", func(t *testing.T) {
+		t.Parallel()
 		g := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = g.Close() })
 		storetest.Run(t, func(t *testing.T) storetest.Subject {
@@ -127,6 +131,7 @@ func TestConformance(t *testing.T) {
 	// With small leases, every fixed window and token bucket check of the
 	// suite runs through leases.
 	t.Run("leases", func(t *testing.T) {
+		t.Parallel()
 		storetest.Run(t, func(t *testing.T) storetest.Subject {
 			st := newStack(t, c, stack.WithLeases(lease.WithSize(3)))
 			t.Cleanup(func() { _ = st.Close(bg) })
@@ -134,6 +139,7 @@ func TestConformance(t *testing.T) {
 		})
 	})
 	t.Run("front", func(t *testing.T) {
+		t.Parallel()
 		storetest.Run(t, func(t *testing.T) storetest.Subject {
 			f, err := newStack(t, c).NewFront(fallback.WithPolicy(fallback.FailClosed))
 			if err != nil {
