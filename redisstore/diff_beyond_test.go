@@ -340,6 +340,7 @@ func compareChargeExpiry(t *testing.T, c rueidis.Client, rk string, now int64, c
 }
 
 func TestDifferentialBeyond(t *testing.T) {
+	t.Parallel() // the test clock: nothing here depends on timing
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
 	s, ev := newClockStore(t, c)
@@ -359,6 +360,7 @@ func TestDifferentialBeyond(t *testing.T) {
 // TestDifferentialBeyondLongForms: the same on the long forms Redis 6.2
 // gets.
 func TestDifferentialBeyondLongForms(t *testing.T) {
+	t.Parallel() // the test clock: nothing here depends on timing
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
 	inner := newRueidisEval(c, testClockLua+longForms(t, checkBody))
@@ -383,6 +385,7 @@ func (e *longCharge) rescript(body string) evaluator {
 // TestDifferentialBeyondGoRedis runs sequences through the go-redis
 // evaluator.
 func TestDifferentialBeyondGoRedis(t *testing.T) {
+	t.Parallel() // the test clock: nothing here depends on timing
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
 	gc := redis.NewClient(&redis.Options{Addr: srv.Addr})

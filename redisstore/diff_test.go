@@ -418,6 +418,7 @@ func (e *eitherEval) del(ctx context.Context, keys []string) error { return e.a.
 // TestDifferentialLongForms: the long forms that Redis 6.2 gets agree
 // with algo bit for bit too.
 func TestDifferentialLongForms(t *testing.T) {
+	t.Parallel() // the test clock: nothing here depends on timing
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
 	s, ev := clockStore(t, newRueidisEval(c, testClockLua+longForms(t, checkBody)))
@@ -430,6 +431,7 @@ func TestDifferentialLongForms(t *testing.T) {
 // either form, in any order on the same keys (a Redis upgraded from 6.2
 // to 7 with its data), still agree with algo bit for bit.
 func TestDifferentialMixedForms(t *testing.T) {
+	t.Parallel() // the test clock: nothing here depends on timing
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
 	mixed := &eitherEval{a: newRueidisEval(c, testClockLua+checkBody), b: newRueidisEval(c, testClockLua+longForms(t, checkBody)), r: rand.New(rand.NewPCG(7, 7))}
@@ -440,6 +442,7 @@ func TestDifferentialMixedForms(t *testing.T) {
 }
 
 func TestDifferential(t *testing.T) {
+	t.Parallel() // the test clock: nothing here depends on timing
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
 	s, ev := newClockStore(t, c)
@@ -454,6 +457,7 @@ func TestDifferential(t *testing.T) {
 
 // TestDifferentialGoRedis runs sequences through the go-redis evaluator.
 func TestDifferentialGoRedis(t *testing.T) {
+	t.Parallel() // the test clock: nothing here depends on timing
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
 	gc := redis.NewClient(&redis.Options{Addr: srv.Addr})

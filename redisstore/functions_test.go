@@ -126,6 +126,7 @@ func TestFunctionsRefused(t *testing.T) {
 // The function library decides as internal/algo does, bit for bit, on
 // the test clock: the differential sequences through FCALL.
 func TestDifferentialFunctions(t *testing.T) {
+	t.Parallel() // the test clock: nothing here depends on timing
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
 	inner := newRueidisEval(c, testClockLua+checkBody)

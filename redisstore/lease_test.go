@@ -139,6 +139,7 @@ func runLeaseDifferential(t *testing.T, c rueidis.Client, s *Store, ev *atEval, 
 // give-back lowers the window's count, and both leave exactly algo's
 // state (and a take the expiry a check sets), interleaved with checks.
 func TestLeaseDifferential(t *testing.T) {
+	t.Parallel() // the test clock: nothing here depends on timing
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
 	s, ev := newClockStore(t, c)

@@ -70,6 +70,7 @@ const redisModelCases = 1000
 // clock, and checks the documented bounds and that every key's expiry
 // outlives its state.
 func TestModelLua(t *testing.T) {
+	t.Parallel() // the test clock: nothing here depends on timing
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
 	// Instants lie ahead of Redis' own clock, so the expiries the script
@@ -90,6 +91,7 @@ func TestModelLua(t *testing.T) {
 // arithmetic used to get them wrong) through the script, moved by whole
 // periods into Redis' future.
 func TestModelLuaRegressions(t *testing.T) {
+	t.Parallel() // the test clock: nothing here depends on timing
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
 	s, ev := newClockStore(t, c)
@@ -106,6 +108,7 @@ func TestModelLuaRegressions(t *testing.T) {
 // µs until denied are admitted at the full rate, over 10 ms here (a script
 // call per request; memstore and algo run the full simulated second).
 func TestModelLuaSustainedRate(t *testing.T) {
+	t.Parallel() // the test clock: nothing here depends on timing
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
 	s, ev := newClockStore(t, c)
