@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/redisproc"
 	"github.com/ratewarden/ratewarden/redisstore"
 )
 
@@ -165,16 +165,11 @@ func (r *Redis) info(ctx context.Context, section, field string) (int64, error) 
 	if err != nil {
 		return 0, fmt.Errorf("bench: INFO %s: %w", section, err)
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("bench: INFO %s %q: %w", field, v, err)
-			}
-			return n, nil
-		}
+	n, err := redisproc.ParseInfoInt(info, field)
+	if err != nil {
+		return 0, fmt.Errorf("bench: INFO %s: %w", section, err)
 	}
-	return 0, fmt.Errorf("bench: INFO %s has no %s", section, field)
+	return n, nil
 }
 
 // allowAll sends one request for every key from memWorkers goroutines;

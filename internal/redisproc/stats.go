@@ -102,16 +102,26 @@ func (s *Server) InfoInt(section, field string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	n, err := ParseInfoInt(info, field)
+	if err != nil {
+		return 0, fmt.Errorf("redisproc: INFO %s of %s: %w", section, s.Addr, err)
+	}
+	return n, nil
+}
+
+// ParseInfoInt returns the integer field of info, the text of an INFO reply,
+// for callers that read INFO through a client of their own.
+func ParseInfoInt(info, field string) (int64, error) {
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("redisproc: INFO %s: %q: %w", section, line, err)
+				return 0, fmt.Errorf("%q: %w", line, err)
 			}
 			return n, nil
 		}
 	}
-	return 0, fmt.Errorf("redisproc: INFO %s of %s has no %s", section, s.Addr, field)
+	return 0, fmt.Errorf("no %s", field)
 }
 
 // CPU returns the CPU time, user and system, the server has used (INFO
