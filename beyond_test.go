@@ -3,6 +3,7 @@ package ratewarden_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -185,17 +186,32 @@ func TestWaitInput(t *testing.T) {
 	}
 }
 
-// bareStore is a Store that is neither a Charger nor a PermitStore.
+// bareStore checks and resets on the Store it embeds, and does nothing
+// else: its Charge and permit calls fail with errors.ErrUnsupported.
 type bareStore struct{ ratewarden.Store }
 
-func TestReserveNeedsCharger(t *testing.T) {
+func (bareStore) Charge(context.Context, string, []ratewarden.Limit, []ratewarden.Spent, []int64) error {
+	return fmt.Errorf("bare: charge: %w", errors.ErrUnsupported)
+}
+
+func (bareStore) Acquire(context.Context, string, string, int64, time.Duration) (ratewarden.PermitResult, error) {
+	return ratewarden.PermitResult{}, fmt.Errorf("bare: acquire: %w", errors.ErrUnsupported)
+}
+
+// A Store's ErrUnsupported reaches the caller as it is: the Limiter probes
+// no capability.
+func TestUnsupportedPassesThrough(t *testing.T) {
 	ms, _ := memstore.New()
 	l, _ := ratewarden.New(bareStore{ms})
-	if _, err := l.Reserve(context.Background(), "k", 1, ratewarden.PerMinute(10)); !errors.Is(err, ratewarden.ErrInvalidConfig) {
-		t.Fatalf("Reserve on a store that cannot settle: %v, want ErrInvalidConfig", err)
+	rv, err := l.Reserve(context.Background(), "k", 5, ratewarden.PerMinute(10))
+	if err != nil || !rv.Allowed {
+		t.Fatalf("Reserve = %+v, %v; want admitted (checks are supported)", rv, err)
 	}
-	if _, err := l.Acquire(context.Background(), "k", 1, time.Second); !errors.Is(err, ratewarden.ErrInvalidConfig) {
-		t.Fatalf("Acquire on a store without permits: %v, want ErrInvalidConfig", err)
+	if _, err := rv.Settle(context.Background(), 1); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Settle on a store that cannot charge: %v, want errors.ErrUnsupported", err)
+	}
+	if _, err := l.Acquire(context.Background(), "k", 1, time.Second); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Acquire on a store without permits: %v, want errors.ErrUnsupported", err)
 	}
 }
 

@@ -366,7 +366,7 @@ func ExampleLimiter_PeekKeys() {
 	// false true false
 }
 
-// ValidateCharge is what a ratewarden.Charger checks before it touches
+// ValidateCharge is what a Store's Charge checks before it touches
 // any state.
 func ExampleValidateCharge() {
 	lim := ratewarden.PerMinute(100)

@@ -52,8 +52,7 @@ func New(store Store, opts ...Option) (*Limiter, error) {
 }
 
 // Store returns the Store the Limiter decides on, for a caller that
-// needs to know what it can do (a ratewarden.Charger settles
-// reservations, a ratewarden.PermitStore holds permits).
+// needs that store's own methods.
 func (l *Limiter) Store() Store { return l.store }
 
 // Allow is AllowN(ctx, key, limit, 1).

@@ -29,24 +29,6 @@ func (s *countingStore) Reset(ctx context.Context, key string, limits ...ratewar
 	return s.Store.Reset(ctx, key, limits...)
 }
 
-// The rest of what a memstore does, passed on uncounted.
-
-func (s *countingStore) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
-	return s.Store.(ratewarden.Charger).Charge(ctx, key, limits, spent, applied)
-}
-
-func (s *countingStore) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (ratewarden.PermitResult, error) {
-	return s.Store.(ratewarden.PermitStore).Acquire(ctx, key, holder, max, ttl)
-}
-
-func (s *countingStore) Release(ctx context.Context, key, holder string) (bool, error) {
-	return s.Store.(ratewarden.PermitStore).Release(ctx, key, holder)
-}
-
-func (s *countingStore) Extend(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
-	return s.Store.(ratewarden.PermitStore).Extend(ctx, key, holder, ttl)
-}
-
 // newCounting returns a Limiter on a counting memstore. Tests that depend
 // on the time run it inside synctest.Test, where time.Now (the memstore's
 // clock) stands still until the test sleeps: the bubble starts at

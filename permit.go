@@ -56,17 +56,13 @@ func (p *Permit) Holder() string { return p.holder }
 // returned (Acquired is true, Held and Max are not known: 0). Nothing is
 // asked of the store: a permit that has expired is found lost by Extend,
 // and Release of it does nothing. key and holder must not be empty
-// (ErrInvalidKey), and the store must implement PermitStore
-// (ErrInvalidConfig).
+// (ErrInvalidKey).
 func (l *Limiter) PermitOf(key, holder string) (*Permit, error) {
 	if err := validateKey("", key); err != nil {
 		return nil, err
 	}
 	if holder == "" {
 		return nil, fmt.Errorf("ratewarden: permit holder must not be empty: %w", ErrInvalidKey)
-	}
-	if _, err := l.permits("permit"); err != nil {
-		return nil, err
 	}
 	return &Permit{Acquired: true, l: l, key: key, holder: holder}, nil
 }
@@ -79,21 +75,21 @@ func (l *Limiter) PermitOf(key, holder string) (*Permit, error) {
 //
 // A permit is held until Release, or until ttl passes without Extend: a
 // replica that dies holding permits frees them after ttl. Choose ttl above
-// the longest the work takes, or Extend it as the work goes. The store
-// must implement PermitStore (the stores of this module do: Redis holds a
-// key's permits in one sorted set, each with its own expiry); otherwise
-// Acquire returns an error wrapping ErrInvalidConfig.
+// the longest the work takes, or Extend it as the work goes. Redis holds a
+// key's permits in one sorted set, each with its own expiry.
 //
 // max must be 1 to MaxPermits and ttl MinPeriod to MaxPeriod (errors
 // wrapping ErrInvalidLimit), key non-empty (ErrInvalidKey). Store failures
 // are errors as for Allow, unless a failure policy answers them.
 func (l *Limiter) Acquire(ctx context.Context, key string, max int64, ttl time.Duration) (*Permit, error) {
-	ps, err := l.permitStore(key, max, ttl)
-	if err != nil {
+	if err := validateKey("", key); err != nil {
+		return nil, err
+	}
+	if err := ValidatePermit(max, ttl); err != nil {
 		return nil, err
 	}
 	holder := rand.Text()
-	pr, err := ps.Acquire(ctx, key, holder, max, ttl)
+	pr, err := l.store.Acquire(ctx, key, holder, max, ttl)
 	if err != nil {
 		return nil, err
 	}
@@ -119,27 +115,6 @@ func (l *Limiter) AcquireWait(ctx context.Context, key string, limit int64, ttl 
 		}
 		backoff = min(2*backoff, 200*time.Millisecond)
 	}
-}
-
-// permitStore validates an Acquire and returns the store's PermitStore.
-func (l *Limiter) permitStore(key string, max int64, ttl time.Duration) (PermitStore, error) {
-	if err := validateKey("", key); err != nil {
-		return nil, err
-	}
-	if err := ValidatePermit(max, ttl); err != nil {
-		return nil, err
-	}
-	return l.permits("acquire")
-}
-
-// permits returns the store as a PermitStore, or for op an error wrapping
-// ErrInvalidConfig when it holds no concurrency limits.
-func (l *Limiter) permits(op string) (PermitStore, error) {
-	ps, ok := l.store.(PermitStore)
-	if !ok {
-		return nil, fmt.Errorf("ratewarden: %s: the store (%T) holds no concurrency limits: it is not a ratewarden.PermitStore: %w", op, l.store, ErrInvalidConfig)
-	}
-	return ps, nil
 }
 
 // ValidatePermit reports the first problem with a concurrency limit's max
@@ -173,7 +148,7 @@ func (p *Permit) Release(ctx context.Context) error {
 	if !p.Acquired || p.done || p.Source == SourceFailOpen { // a FailOpen permit is held nowhere
 		return nil
 	}
-	if _, err := p.l.store.(PermitStore).Release(ctx, p.key, p.holder); err != nil {
+	if _, err := p.l.store.Release(ctx, p.key, p.holder); err != nil {
 		return err
 	}
 	p.done = true
@@ -197,7 +172,7 @@ func (p *Permit) Extend(ctx context.Context, ttl time.Duration) error {
 	if p.Source == SourceFailOpen {
 		return nil // admitted by a failure policy without being held anywhere
 	}
-	ok, err := p.l.store.(PermitStore).Extend(ctx, p.key, p.holder, ttl)
+	ok, err := p.l.store.Extend(ctx, p.key, p.holder, ttl)
 	switch {
 	case err != nil:
 		return err

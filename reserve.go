@@ -49,15 +49,9 @@ type Settlement struct {
 //
 // Decorators that answer from local copies (a deny cache, leases) pass
 // reservations to the store, since a refund on another replica can free
-// capacity at any moment. The store must implement Charger (the stores of
-// this module do); otherwise Reserve returns an error wrapping
-// ErrInvalidConfig and consumes nothing. Bad input is an error as for
-// AllowAll.
+// capacity at any moment. Bad input is an error as for AllowAll.
 func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64, limits ...Limit) (*Reservation, error) {
 	if err := validateCheck("", key, limits, estimate); err != nil {
-		return nil, err
-	}
-	if _, err := l.charger("reserve"); err != nil {
 		return nil, err
 	}
 	own := append([]Limit(nil), limits...) // the caller may reuse limits before settling
@@ -74,20 +68,10 @@ func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64, limit
 	}, nil
 }
 
-// charger returns the store as a Charger, or for op an error wrapping
-// ErrInvalidConfig when it cannot settle costs.
-func (l *Limiter) charger(op string) (Charger, error) {
-	c, ok := l.store.(Charger)
-	if !ok {
-		return nil, fmt.Errorf("ratewarden: %s: the store (%T) cannot settle costs: it is not a ratewarden.Charger: %w", op, l.store, ErrInvalidConfig)
-	}
-	return c, nil
-}
-
 // Settle tells the actual cost of an admitted reservation: actual −
 // estimate units are charged to every limit (a charge never denies, and
 // may take a count past its limit) or given back, where the reservation
-// counted (see Charger for each algorithm). A settlement after the window
+// counted (see Store.Charge for each algorithm). A settlement after the window
 // the reservation counted in has ended applies to nothing, and Applied
 // says so.
 //
@@ -124,9 +108,9 @@ func (r *Reservation) Settle(ctx context.Context, actual int64) (Settlement, err
 	applied := make([]int64, len(counted))
 	// Dated at the admission, never after now: an Admitted from another
 	// replica's clock may read as the future here, and a refund dated in
-	// the future is a token-bucket give-back (Charger), not a settlement.
+	// the future is a token-bucket give-back (Store.Charge), not a settlement.
 	spent := []Spent{{Units: delta, Ago: max(time.Since(r.at), 0)}}
-	if err := r.l.store.(Charger).Charge(ctx, r.key, counted, spent, applied); err != nil {
+	if err := r.l.store.Charge(ctx, r.key, counted, spent, applied); err != nil {
 		return Settlement{}, err
 	}
 	for j, i := range idx {
@@ -164,8 +148,8 @@ func (r *Reservation) Admitted() time.Time { return r.at }
 // reserved, admitted its Admitted time (a replica's clock; the time since
 // it dates the settlement). A service that hands reservations to its
 // clients as tokens rebuilds them so when they come back. It validates
-// key, the limits and estimate as Reserve does, and the store must be a
-// Charger (ErrInvalidConfig). Nothing is asked of the store; settling it
+// key, the limits and estimate as Reserve does. Nothing is asked of the
+// store; settling it
 // twice, once here and once elsewhere, cannot be told apart: the caller
 // that hands out tokens keeps its own record.
 func (l *Limiter) ReservationOf(key string, estimate int64, admitted time.Time, d Decision) (*Reservation, error) {
@@ -174,9 +158,6 @@ func (l *Limiter) ReservationOf(key string, estimate int64, admitted time.Time, 
 		limits[i] = r.Limit
 	}
 	if err := validateCheck("", key, limits, estimate); err != nil {
-		return nil, err
-	}
-	if _, err := l.charger("reservation"); err != nil {
 		return nil, err
 	}
 	res := append([]Result(nil), d.Results...)

@@ -43,14 +43,21 @@ type Request struct {
 // store decides.
 func (r *Request) Cacheable() bool { return r.MaxDelay == 0 && !r.Refundable }
 
-// Store is the seam every backend implements: memstore (in process),
-// redisstore (Redis), and decorators that wrap another Store (fallback,
-// deny cache, metrics). Stores may also implement Charger (costs settled
-// after the fact) and PermitStore (concurrency limits); the stores and
-// decorators of this module implement all three.
+// Store is the one seam every backend implements: memstore (in process),
+// redisstore (Redis), and the decorators that wrap another Store (the deny
+// cache, leases, the failure policy, metrics). A decorator embeds the Store
+// it wraps and writes only the methods whose behaviour it changes; the
+// others pass through unchanged.
 //
-// Implementations must be safe for concurrent use and must not retain req or
-// res after a call returns.
+// The methods besides Check and Reset serve Limiter.Reserve and
+// Limiter.Wait (Charge) and Limiter.Acquire (Acquire, Release, Extend).
+// The stores and decorators of this module implement all of them. A Store
+// that cannot do one (a read-only or demonstration backend) returns an
+// error wrapping errors.ErrUnsupported from it, and the Limiter passes that
+// error on.
+//
+// Implementations must be safe for concurrent use and must not retain req,
+// res, limits, spent or applied after a call returns.
 type Store interface {
 	// Check decides req atomically and writes one Result per limit into
 	// res, which has len(req.Limits) elements, in the order of req.Limits.
@@ -67,6 +74,65 @@ type Store interface {
 	// check starts from a full allowance. Other limits of key and other keys
 	// are untouched.
 	Reset(ctx context.Context, key string, limits ...Limit) error
+
+	// Charge takes in costs known only after the fact: the units a failure
+	// policy admitted while the store could not be reached (package
+	// fallback writes them back when it returns), the difference between a
+	// reservation's estimate and its actual cost (Reservation.Settle), a
+	// reservation given back (Limiter.Wait canceled).
+	//
+	// It applies each Spent, oldest first, to key's state under every one
+	// of limits, where a check made at the instant it is dated (now − Ago)
+	// counted or would have counted it, as far as that still matters now:
+	//
+	//   - FixedWindow: in the window of that instant while it is the
+	//     current one. SlidingWindow: the same, and also while it is the
+	//     previous one, which weighs on the current.
+	//   - SlidingLog: as entries at that instant while it is in the window;
+	//     a refund dated in the window removes that many entries, those at
+	//     or before the instant newest first, then the oldest after it (the
+	//     instant is an estimate on the caller's clock).
+	//   - TokenBucket: a charge moves the TAT (from that instant, or the
+	//     TAT when later) by Units emission intervals; a refund moves it
+	//     back by as many, not before now (a full bucket holds no more).
+	//   - A refund dated in the future (Ago < 0) gives back a reservation
+	//     made with Request.MaxDelay: now − Ago is the TAT that reservation
+	//     left (its Result's ResetAfter after the decision). A TokenBucket
+	//     takes it back only when no reservation was made after it (its
+	//     TAT is within half an emission interval of that instant); windows
+	//     and logs, which never reserve, take nothing.
+	//
+	// Units whose effect has ended are dropped: a charge then adds nothing,
+	// a refund gives nothing back, and a window never goes below zero. A
+	// charge never denies and may take the count past the limit; later
+	// checks see it. When applied is not nil (it has len(limits) elements)
+	// Charge writes into it, per limit, the units that took effect: the sum
+	// of the Units, less what was dropped.
+	//
+	// Bad input (an invalid key or limit, Units of 0, Ago < 0 with Units >
+	// 0) is an error wrapping the sentinel for the field, and changes
+	// nothing (ValidateCharge).
+	Charge(ctx context.Context, key string, limits []Limit, spent []Spent, applied []int64) error
+
+	// Acquire takes a permit of key for holder when fewer than max permits
+	// are held (expired ones do not count) and holder holds none; otherwise
+	// it changes nothing. Over the limit is a result, not an error.
+	//
+	// Concurrency limits (Limiter.Acquire) are at most max permits of a key
+	// held at once, on every replica together. Each permit belongs to a
+	// holder (an identifier unique to one Acquire) and expires ttl after it
+	// was acquired or last extended, so a holder that dies without
+	// releasing frees its permit after ttl. The Limiter validates before a
+	// Store sees a permit call: key and holder are non-empty, 1 <= max <=
+	// MaxPermits, MinPeriod <= ttl <= MaxPeriod.
+	Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (PermitResult, error)
+	// Release gives holder's permit of key back. It reports false, with no
+	// error, when holder holds none (it expired, or was released).
+	Release(ctx context.Context, key, holder string) (bool, error)
+	// Extend makes holder's permit of key expire ttl from now. It reports
+	// false, changing nothing, when holder holds none: the permit expired
+	// and may have been given to another holder since.
+	Extend(ctx context.Context, key, holder string, ttl time.Duration) (bool, error)
 }
 
 // SingleChecker is implemented by stores with a faster path for the most
@@ -81,60 +147,20 @@ type SingleChecker interface {
 }
 
 // Spent is Units consumed outside a check, Ago before a Charge call; or,
-// with Units < 0, units given back.
+// with Units < 0, units given back (see Store.Charge).
 type Spent struct {
 	// Units is the number of units charged (> 0) or refunded (< 0); never
 	// 0.
 	Units int64
 	// Ago is how long before the Charge call the units were admitted. A
 	// negative Ago, only with Units < 0, dates a token-bucket reservation
-	// not yet reached (see Charger).
+	// not yet reached (see Store.Charge).
 	Ago time.Duration
-}
-
-// Charger is implemented by stores that take in costs known only after
-// the fact: the units a failure policy admitted while the store could not
-// be reached (package fallback writes them back when it returns), the
-// difference between a reservation's estimate and its actual cost
-// (Reservation.Settle), a reservation given back (Limiter.Wait canceled).
-//
-// Charge applies each Spent, oldest first, to key's state under every one
-// of limits, where a check made at the instant it is dated (now − Ago)
-// counted or would have counted it, as far as that still matters now:
-//
-//   - FixedWindow: in the window of that instant while it is the current
-//     one. SlidingWindow: the same, and also while it is the previous one,
-//     which weighs on the current.
-//   - SlidingLog: as entries at that instant while it is in the window; a
-//     refund dated in the window removes that many entries, those at or
-//     before the instant newest first, then the oldest after it (the
-//     instant is an estimate on the caller's clock).
-//   - TokenBucket: a charge moves the TAT (from that instant, or the TAT
-//     when later) by Units emission intervals; a refund moves it back by
-//     as many, not before now (a full bucket holds no more).
-//   - A refund dated in the future (Ago < 0) gives back a reservation
-//     made with Request.MaxDelay: now − Ago is the TAT that reservation
-//     left (its Result's ResetAfter after the decision). A TokenBucket
-//     takes it back only when no reservation was made after it (its TAT
-//     is within half an emission interval of that instant); windows and
-//     logs, which never reserve, take nothing.
-//
-// Units whose effect has ended are dropped: a charge then adds nothing, a
-// refund gives nothing back, and a window never goes below zero. A charge
-// never denies and may take the count past the limit; later checks see it.
-// When applied is not nil (it has len(limits) elements) Charge writes into
-// it, per limit, the units that took effect: the sum of the Units, less
-// what was dropped.
-//
-// Bad input (an invalid key or limit, Units of 0, Ago < 0 with Units > 0)
-// is an error wrapping the sentinel for the field, and changes nothing.
-type Charger interface {
-	Charge(ctx context.Context, key string, limits []Limit, spent []Spent, applied []int64) error
 }
 
 // ValidateCharge reports the first problem with a Charge's arguments, as an
 // error wrapping ErrInvalidKey, ErrInvalidLimit or ErrInvalidCost; nil when
-// they are valid. A Charger calls it before touching any state.
+// they are valid. A Store calls it in Charge before touching any state.
 func ValidateCharge(key string, limits []Limit, spent []Spent) error {
 	if err := ValidateRequest(&Request{Key: key, Limits: limits}); err != nil {
 		return err
@@ -154,30 +180,7 @@ func ValidateCharge(key string, limits []Limit, spent []Spent) error {
 	return nil
 }
 
-// PermitStore is implemented by stores that hold concurrency limits
-// (Limiter.Acquire): at most max permits of a key held at once, on every
-// replica together. Each permit belongs to a holder (an identifier unique
-// to one Acquire) and expires ttl after it was acquired or last extended,
-// so a holder that dies without releasing frees its permit after ttl.
-//
-// The Limiter validates before a PermitStore sees a call: key and holder
-// are non-empty, 1 <= max <= MaxPermits, MinPeriod <= ttl <= MaxPeriod.
-type PermitStore interface {
-	// Acquire takes a permit of key for holder when fewer than max
-	// permits are held (expired ones do not count) and holder holds none;
-	// otherwise it changes nothing. Over the limit is a result, not an
-	// error.
-	Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (PermitResult, error)
-	// Release gives holder's permit of key back. It reports false, with
-	// no error, when holder holds none (it expired, or was released).
-	Release(ctx context.Context, key, holder string) (bool, error)
-	// Extend makes holder's permit of key expire ttl from now. It reports
-	// false, changing nothing, when holder holds none: the permit expired
-	// and may have been given to another holder since.
-	Extend(ctx context.Context, key, holder string, ttl time.Duration) (bool, error)
-}
-
-// PermitResult is the outcome of PermitStore.Acquire.
+// PermitResult is the outcome of Store.Acquire.
 type PermitResult struct {
 	// Acquired reports whether holder now holds a permit.
 	Acquired bool

@@ -29,7 +29,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Result, er
 // reached the store, with one store call each, and no replica polls. If
 // ctx ends before the instant, WaitN returns ctx's error and gives the
 // units back when no later reservation was made on top of them (see
-// Charger); otherwise they stay spent.
+// Store.Charge); otherwise they stay spent.
 //
 // The window algorithms cannot promise capacity ahead of time: WaitN
 // checks, and when denied sleeps RetryAfter plus a random eighth of it
@@ -89,24 +89,21 @@ func waitBudget(ctx context.Context) time.Duration {
 }
 
 // sleepReserved sleeps until the reservation r (admitted r.Delay from now)
-// may be used. When ctx ends first it gives the units back, if the store
-// can take refunds, and returns ctx's error.
+// may be used. When ctx ends first it gives the units back and returns
+// ctx's error.
 func (l *Limiter) sleepReserved(ctx context.Context, key string, limit Limit, n int64, r Result) (Result, error) {
 	start := time.Now()
 	err := sleep(ctx, r.Delay)
 	if err == nil {
 		return r, nil
 	}
-	if c, ok := l.store.(Charger); ok {
-		// The reservation left the TAT r.ResetAfter after the decision;
-		// date the refund there, on this replica's clock.
-		left := r.ResetAfter - time.Since(start)
-		if left > 0 {
-			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
-			limits := [1]Limit{limit}
-			_ = c.Charge(gctx, key, limits[:], []Spent{{Units: -n, Ago: -left}}, nil) // best effort: else the units stay spent
-			cancel()
-		}
+	// The reservation left the TAT r.ResetAfter after the decision; date
+	// the refund there, on this replica's clock.
+	if left := r.ResetAfter - time.Since(start); left > 0 {
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+		limits := [1]Limit{limit}
+		_ = l.store.Charge(gctx, key, limits[:], []Spent{{Units: -n, Ago: -left}}, nil) // best effort: else the units stay spent
+		cancel()
 	}
 	return Result{}, fmt.Errorf("ratewarden: wait: %w", err)
 }

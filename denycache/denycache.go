@@ -37,10 +37,10 @@
 // and the per-key gate below does not hold it back. A refund through this
 // Store's Charge (Reservation.Settle, a canceled Wait) forgets the key's
 // remembered denials under those limits; one made through another replica
-// cannot reach this cache, which is why those checks bypass it. Charge and
-// the concurrency limits of ratewarden.PermitStore pass through to the
-// inner store: a denied Acquire is never remembered, since a release frees
-// a permit at any time.
+// cannot reach this cache, which is why those checks bypass it.
+// Concurrency limits (Acquire, Release, Extend) pass through to the inner
+// store untouched: a denied Acquire is never remembered, since a release
+// frees a permit at any time.
 //
 // An entry expires by the local monotonic clock, counted from the instant
 // just before the store was called, so it never outlives the store's own
@@ -75,11 +75,15 @@ import (
 // DefaultMaxEntries is the default bound on remembered denials.
 const DefaultMaxEntries = 100_000
 
+// inner is the Store a Store wraps. Embedded, it lends the Store the
+// methods the deny cache does not change (Acquire, Release, Extend).
+type inner = ratewarden.Store
+
 // Store is a ratewarden.Store that answers from remembered denials and asks
 // its inner store otherwise. Make one with New; it is safe for concurrent
 // use.
 type Store struct {
-	inner ratewarden.Store
+	inner
 	base  time.Time // the clock's reading at New: entries count from it
 	cache *otter.Cache[entryKey, entry]
 	gate  *gate // holds back a key's checks at the edge of its limit
@@ -125,10 +129,10 @@ type Option func(*config)
 // DefaultMaxEntries); it must be at least 1.
 func WithMaxEntries(n int) Option { return func(c *config) { c.maxEntries = n } }
 
-// New returns a Store remembering the denials of inner.
-func New(inner ratewarden.Store, opts ...Option) (*Store, error) {
-	if nilcheck.Is(inner) {
-		return nil, fmt.Errorf("denycache: inner store must not be nil%s: %w", nilcheck.Describe(inner), ratewarden.ErrInvalidConfig)
+// New returns a Store remembering the denials of the store in.
+func New(in ratewarden.Store, opts ...Option) (*Store, error) {
+	if nilcheck.Is(in) {
+		return nil, fmt.Errorf("denycache: inner store must not be nil%s: %w", nilcheck.Describe(in), ratewarden.ErrInvalidConfig)
 	}
 	c := config{maxEntries: DefaultMaxEntries}
 	for _, o := range opts {
@@ -140,7 +144,7 @@ func New(inner ratewarden.Store, opts ...Option) (*Store, error) {
 	if c.maxEntries < 1 {
 		return nil, fmt.Errorf("denycache: max entries must be >= 1, got %d: %w", c.maxEntries, ratewarden.ErrInvalidConfig)
 	}
-	s := &Store{inner: inner, base: time.Now(), gate: newGate()}
+	s := &Store{inner: in, base: time.Now(), gate: newGate()}
 	cache, err := otter.New(&otter.Options[entryKey, entry]{
 		MaximumSize: c.maxEntries,
 		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[entryKey, entry]) time.Duration {
@@ -312,23 +316,15 @@ func (s *Store) forget(key string, limits []ratewarden.Limit) {
 	}
 }
 
-var _ ratewarden.Store = (*Store)(nil)
-
-// Charge implements ratewarden.Charger when the inner store does: it hands
-// the charge on. A charge only consumes, so the denials remembered stay
-// true; when any Spent is a refund (Units < 0), which frees capacity, the
-// denials of key under the scopes of limits are forgotten, as by Reset,
-// whatever the inner store answered. A refund made through another
-// replica cannot reach this replica's cache: that is why reservations and
-// refundable checks (ratewarden.Request.Cacheable false) are never
-// answered from it. With an inner store that is no Charger it is an error
-// wrapping ratewarden.ErrInvalidConfig, and nothing changes.
+// Charge implements ratewarden.Store: it hands the charge on. A charge
+// only consumes, so the denials remembered stay true; when any Spent is a
+// refund (Units < 0), which frees capacity, the denials of key under the
+// scopes of limits are forgotten, as by Reset, whatever the inner store
+// answered. A refund made through another replica cannot reach this
+// replica's cache: that is why reservations and refundable checks
+// (ratewarden.Request.Cacheable false) are never answered from it.
 func (s *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
-	c, ok := s.inner.(ratewarden.Charger)
-	if !ok {
-		return fmt.Errorf("denycache: charge: the inner store (%T) takes no charges: %w", s.inner, ratewarden.ErrInvalidConfig)
-	}
-	err := c.Charge(ctx, key, limits, spent, applied)
+	err := s.inner.Charge(ctx, key, limits, spent, applied)
 	if refunds(spent) {
 		// After the charge: a check that started before it bumps into the
 		// new generation and remembers nothing (see learn).
@@ -347,46 +343,4 @@ func refunds(spent []ratewarden.Spent) bool {
 	return false
 }
 
-var _ ratewarden.Charger = (*Store)(nil)
-
-// Acquire implements ratewarden.PermitStore when the inner store does: it
-// hands the call on. Concurrency limits are never cached: a release frees
-// a permit at any moment, on any replica. With an inner store that is no
-// PermitStore it is an error wrapping ratewarden.ErrInvalidConfig.
-func (s *Store) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (ratewarden.PermitResult, error) {
-	ps, err := s.permits("acquire")
-	if err != nil {
-		return ratewarden.PermitResult{}, err
-	}
-	return ps.Acquire(ctx, key, holder, max, ttl)
-}
-
-// Release implements ratewarden.PermitStore by handing the call on; see
-// Acquire.
-func (s *Store) Release(ctx context.Context, key, holder string) (bool, error) {
-	ps, err := s.permits("release")
-	if err != nil {
-		return false, err
-	}
-	return ps.Release(ctx, key, holder)
-}
-
-// Extend implements ratewarden.PermitStore by handing the call on; see
-// Acquire.
-func (s *Store) Extend(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
-	ps, err := s.permits("extend")
-	if err != nil {
-		return false, err
-	}
-	return ps.Extend(ctx, key, holder, ttl)
-}
-
-func (s *Store) permits(op string) (ratewarden.PermitStore, error) {
-	ps, ok := s.inner.(ratewarden.PermitStore)
-	if !ok {
-		return nil, fmt.Errorf("denycache: %s: the inner store (%T) holds no concurrency limits: %w", op, s.inner, ratewarden.ErrInvalidConfig)
-	}
-	return ps, nil
-}
-
-var _ ratewarden.PermitStore = (*Store)(nil)
+var _ ratewarden.Store = (*Store)(nil)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/memstore"
@@ -29,24 +28,6 @@ type counting struct {
 func (c *counting) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
 	c.checks.Add(1)
 	return c.Store.Check(ctx, req, res)
-}
-
-// Charge, Acquire, Release and Extend hand on to the store, which must
-// implement them.
-func (c *counting) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
-	return c.Store.(ratewarden.Charger).Charge(ctx, key, limits, spent, applied)
-}
-
-func (c *counting) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (ratewarden.PermitResult, error) {
-	return c.Store.(ratewarden.PermitStore).Acquire(ctx, key, holder, max, ttl)
-}
-
-func (c *counting) Release(ctx context.Context, key, holder string) (bool, error) {
-	return c.Store.(ratewarden.PermitStore).Release(ctx, key, holder)
-}
-
-func (c *counting) Extend(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
-	return c.Store.(ratewarden.PermitStore).Extend(ctx, key, holder, ttl)
 }
 
 // newMem returns a memstore behind a call counter, and a deny cache over

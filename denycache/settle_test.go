@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,25 +14,6 @@ import (
 
 // Reservations, settlements and concurrency limits (issue 17) through the
 // deny cache: only the store decides what a refund can change.
-
-// charger is st as a ratewarden.Charger, failing the test when it is not.
-func charger(t testing.TB, st any) ratewarden.Charger {
-	t.Helper()
-	c, ok := st.(ratewarden.Charger)
-	if !ok {
-		t.Fatalf("%T is not a ratewarden.Charger", st)
-	}
-	return c
-}
-
-func permits(t testing.TB, st any) ratewarden.PermitStore {
-	t.Helper()
-	ps, ok := st.(ratewarden.PermitStore)
-	if !ok {
-		t.Fatalf("%T is not a ratewarden.PermitStore", st)
-	}
-	return ps
-}
 
 // request runs req through st and returns its results.
 func request(t testing.TB, st ratewarden.Store, req ratewarden.Request) []ratewarden.Result {
@@ -196,7 +176,7 @@ func TestRefundForgetsDenials(t *testing.T) {
 	})
 }
 
-// takesNothing is a Charger that fails every charge.
+// takesNothing fails every charge.
 type takesNothing struct{ ratewarden.Store }
 
 func (takesNothing) Charge(context.Context, string, []ratewarden.Limit, []ratewarden.Spent, []int64) error {
@@ -230,31 +210,6 @@ func TestFailedRefundForgets(t *testing.T) {
 	})
 }
 
-func TestInnerWithoutChargeOrPermits(t *testing.T) {
-	m, err := memstore.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	s, err := New(struct{ ratewarden.Store }{m}) // hides every method but Check and Reset
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.Charge(bg, "k", []ratewarden.Limit{fw}, []ratewarden.Spent{{Units: 1}}, nil)
-	if !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), "charge") {
-		t.Errorf("Charge = %v, want ErrInvalidConfig", err)
-	}
-	if _, err := s.Acquire(bg, "k", "h", 1, time.Minute); !errors.Is(err, ratewarden.ErrInvalidConfig) {
-		t.Errorf("Acquire = %v, want ErrInvalidConfig", err)
-	}
-	if _, err := s.Release(bg, "k", "h"); !errors.Is(err, ratewarden.ErrInvalidConfig) {
-		t.Errorf("Release = %v, want ErrInvalidConfig", err)
-	}
-	if _, err := s.Extend(bg, "k", "h", time.Minute); !errors.Is(err, ratewarden.ErrInvalidConfig) {
-		t.Errorf("Extend = %v, want ErrInvalidConfig", err)
-	}
-}
-
 // Concurrency limits pass through and are never cached: a denied Acquire
 // is asked again, and a release is seen at once.
 func TestPermitsPassThrough(t *testing.T) {
@@ -268,7 +223,7 @@ func TestPermitsPassThrough(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ps := permits(t, m) // what the deny cache must agree with
+		ps := m // what the deny cache must agree with
 		if pr, err := s.Acquire(bg, "k", "a", 1, time.Minute); err != nil || !pr.Acquired || pr.Held != 1 {
 			t.Fatalf("Acquire a = %+v, %v; want acquired, 1 held", pr, err)
 		}
@@ -323,7 +278,7 @@ func sameWithSettlements(t *testing.T, seed uint64, steps int, limits []rateward
 	}
 	defer ref.Close()
 	inner, s := newMem(t, WithMaxEntries(1+rng.IntN(8)))
-	refC, innerC := charger(t, ref), charger(t, s)
+	refC, innerC := ref, s
 	keys := []string{"a", "b"}
 	cached, refunds := 0, 0
 	for step := range steps {

@@ -19,7 +19,7 @@ func BenchmarkCharge(b *testing.B) {
 		keys[i] = "client:" + strconv.Itoa(i)
 	}
 	lims := []ratewarden.Limit{perHour1000}
-	run := func(b *testing.B, c ratewarden.Charger) {
+	run := func(b *testing.B, c ratewarden.Store) {
 		spent := []ratewarden.Spent{{Units: -1, Ago: time.Millisecond}}
 		applied := make([]int64, 1)
 		b.ReportAllocs()
@@ -54,7 +54,7 @@ func BenchmarkCharge(b *testing.B) {
 // in the local store first), and during an outage (the local share holds
 // it).
 func BenchmarkAcquireRelease(b *testing.B) {
-	run := func(b *testing.B, ps ratewarden.PermitStore) {
+	run := func(b *testing.B, ps ratewarden.Store) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for b.Loop() {

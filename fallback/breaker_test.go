@@ -330,7 +330,9 @@ func TestUnconventionalErrorIsFailure(t *testing.T) {
 	}
 }
 
-type oddStore struct{}
+// oddStore fails every check with an error of no ratewarden sentinel; it
+// is asked nothing else.
+type oddStore struct{ ratewarden.Store }
 
 func (oddStore) Check(context.Context, *ratewarden.Request, []ratewarden.Result) error {
 	return errors.New("odd: something broke")

@@ -9,11 +9,10 @@ import (
 	"github.com/ratewarden/ratewarden"
 )
 
-// Charge implements ratewarden.Charger: costs settled after the fact
+// Charge implements ratewarden.Store: costs settled after the fact
 // (Reservation.Settle), a canceled Limiter.Wait's reservation given back.
-// It hands the charge to the primary, which must be a ratewarden.Charger
-// (redisstore is, and the deny cache and lease decorators over it),
-// under the deadline and the breaker like a check.
+// It hands the charge to the primary under the deadline and the breaker,
+// like a check.
 //
 // When the primary cannot take it (it fails, the breaker is open, or the
 // key is on its local share for the grace after an outage), the charge is
@@ -37,14 +36,10 @@ import (
 // A key whose stored state is unusable (ratewarden.ErrKeyState) gets the
 // local share's answer, and nothing is journaled for it. Bad input
 // (ratewarden.ValidateCharge) is an error that changes nothing, as is the
-// end of the caller's context; so is a primary that is not a Charger
-// (ratewarden.ErrInvalidConfig).
+// end of the caller's context.
 func (s *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
 	if err := ratewarden.ValidateCharge(key, limits, spent); err != nil {
 		return fmt.Errorf("fallback: charge: %w", err)
-	}
-	if s.charger == nil {
-		return fmt.Errorf("fallback: charge: the primary store (%T) takes no charges: %w", s.primary, ratewarden.ErrInvalidConfig)
 	}
 	if len(spent) == 0 {
 		return nil
@@ -59,7 +54,7 @@ func (s *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limi
 		if s.pinned(key) {
 			return errPinned
 		}
-		return s.charger.Charge(cctx, key, limits, spent, applied)
+		return s.primary.Charge(cctx, key, limits, spent, applied)
 	})
 	if cause == nil {
 		return err
@@ -83,13 +78,13 @@ func (s *Store) chargeLocal(ctx context.Context, key string, limits []ratewarden
 			other = append(other, i)
 		}
 	}
-	if c, ok := s.local.(ratewarden.Charger); ok && len(local) > 0 {
+	if len(local) > 0 {
 		shares := make([]ratewarden.Limit, len(local))
 		for j, i := range local {
 			shares[j] = share(limits[i], int64(s.cfg.replicas))
 		}
 		out := make([]int64, len(local))
-		if err := c.Charge(ctx, localKey(key), shares, spent, out); err != nil {
+		if err := s.local.Charge(ctx, localKey(key), shares, spent, out); err != nil {
 			return fmt.Errorf("fallback: local fallback: charge: %w", err)
 		}
 		if applied != nil {
@@ -121,9 +116,7 @@ func pick(limits []ratewarden.Limit, idx []int) []ratewarden.Limit {
 	return out
 }
 
-var _ ratewarden.Charger = (*Store)(nil)
-
-// Charge implements ratewarden.Charger on the partition of key; see
+// Charge implements ratewarden.Store on the partition of key; see
 // Store.Charge.
 func (p *Partitioned) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
 	st, err := p.part(key)
@@ -132,5 +125,3 @@ func (p *Partitioned) Charge(ctx context.Context, key string, limits []ratewarde
 	}
 	return st.Charge(ctx, key, limits, spent, applied)
 }
-
-var _ ratewarden.Charger = (*Partitioned)(nil)

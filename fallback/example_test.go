@@ -342,8 +342,8 @@ func ExampleStore_KeyStateErrors() {
 	// key state errors: 2 breaker: closed
 }
 
-// switchable is a primary that can be taken down, and a Charger that adds
-// up the units charged to it.
+// switchable is a primary that can be taken down, and that adds up the
+// units charged to it.
 type switchable struct {
 	*memstore.Store
 	down    atomic.Bool
@@ -382,7 +382,7 @@ func (s *switchable) Release(ctx context.Context, key, holder string) (bool, err
 }
 
 // What LocalFallback admits during an outage is written back to the
-// primary (a ratewarden.Charger, as redisstore is) once it is back.
+// primary once it is back.
 func ExampleWithReconcileKeys() {
 	m, err := memstore.New()
 	if err != nil {

@@ -44,15 +44,14 @@
 // decision: during an outage it returns an error wrapping
 // ratewarden.ErrStoreUnavailable.
 //
-// What LocalFallback admitted during an outage is written back to a
-// primary that is a ratewarden.Charger (redisstore) once the breaker
-// closes, and the keys concerned stay on their local share for a grace
+// What LocalFallback admitted during an outage is written back to the
+// primary (Store.Charge) once the breaker closes, and the keys concerned stay on their local share for a grace
 // (WithGrace, 5s) while every replica writes its part back: a window open
 // across the outage counts both.
 //
-// Store is also a ratewarden.Charger and a ratewarden.PermitStore, so that
-// Limiter.Wait, Limiter.Reserve and Limiter.Acquire keep working through
-// an outage. A reservation (Request.MaxDelay) is answered by the policy as
+// Charges and concurrency limits go through the same deadline, breaker
+// and policy, so that Limiter.Wait, Limiter.Reserve and Limiter.Acquire
+// keep working through an outage. A reservation (Request.MaxDelay) is answered by the policy as
 // any check: LocalFallback paces waiters by this replica's share. A
 // settlement (Charge) the primary cannot take goes to the local share and
 // into the write-back journal, signed and in order, so the primary gets
@@ -108,8 +107,7 @@ type Store struct {
 	base       time.Time // the origin of since, on the monotonic clock
 	rounds     rounds
 	keyStates  keyStates
-	journal    journal            // what the primary missed, to write back; off without a Charger
-	charger    ratewarden.Charger // the primary, when it is one
+	journal    journal // what the primary missed, to write back
 	reconciled atomic.Int64
 	pins       pins
 	writer     writer
@@ -126,11 +124,8 @@ func New(primary ratewarden.Store, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{primary: primary, cfg: cfg, local: cfg.local, base: time.Now()}
-	if c, ok := primary.(ratewarden.Charger); ok {
-		s.charger = c
-		if cfg.reconcileKeys > 0 {
-			s.journal.init(cfg.reconcileKeys)
-		}
+	if cfg.reconcileKeys > 0 {
+		s.journal.init(cfg.reconcileKeys)
 	}
 	if s.local == nil && (cfg.policy == LocalFallback || cfg.policyFor != nil) {
 		m, err := memstore.New()

@@ -13,7 +13,7 @@ import (
 // The write-back journal. While the primary is out, every replica admits
 // its share of a limit locally, and costs settled meanwhile (Charge: a
 // reservation's refund or extra charge) cannot reach it; when it is back,
-// the replica writes all of it into the shared state (ratewarden.Charger),
+// the replica writes all of it into the shared state (ratewarden.Store.Charge),
 // in the order it happened, so that a window open across the outage
 // counts both.
 //
@@ -94,8 +94,8 @@ func (j *journal) init(maxKeys int) {
 	j.entries = make(map[string]*jentry)
 }
 
-// on reports whether the journal keeps anything: the primary is a Charger
-// and WithReconcileKeys is not 0.
+// on reports whether the journal keeps anything: WithReconcileKeys is not
+// 0.
 func (j *journal) on() bool { return j.max > 0 }
 
 // spanOf is how long one span of a journal entry may cover: a 64th of the

@@ -257,12 +257,9 @@ func WithOnDegraded(fn func(p Policy, cause error)) Option {
 // WithLocalStore sets the in-process store that holds the local shares for
 // LocalFallback. The default is a memstore.New() with its defaults (at most
 // memstore.DefaultMaxKeys states); pass a memstore built with
-// memstore.WithMaxKeys to bound it differently. st must not be nil. A
-// memstore is also a ratewarden.Charger and a ratewarden.PermitStore, as
-// the local share must be for settlements (Store.Charge) and concurrency
-// limits (Store.Acquire) during an outage; with a store that is not, a
-// settlement is only journaled, and a LocalFallback Acquire is an error
-// wrapping ratewarden.ErrInvalidConfig.
+// memstore.WithMaxKeys to bound it differently. st must not be nil. The
+// local store also takes the settlements (Store.Charge) and holds the
+// concurrency limits (Store.Acquire) of LocalFallback during an outage.
 func WithLocalStore(st ratewarden.Store) Option {
 	return func(c *config) { c.local, c.localSet = st, true }
 }
@@ -272,10 +269,7 @@ func WithLocalStore(st ratewarden.Store) Option {
 // back to the primary when it returns (default DefaultReconcileKeys; 0
 // turns the write-back off, and settlements the primary could not take
 // are then the local share's only). Units for further keys are counted in
-// the write-back's log line, not written.
-// Write-back needs a primary that is a ratewarden.Charger (redisstore,
-// and the deny cache and lease decorators over it); others are never
-// journaled. n must be >= 0.
+// the write-back's log line, not written. n must be >= 0.
 func WithReconcileKeys(n int) Option {
 	return func(c *config) { c.reconcileKeys = n }
 }

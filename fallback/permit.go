@@ -8,23 +8,8 @@ import (
 	"github.com/ratewarden/ratewarden"
 )
 
-// permitStore returns the primary as a PermitStore.
-func (s *Store) permitStore(op string) (ratewarden.PermitStore, error) {
-	ps, ok := s.primary.(ratewarden.PermitStore)
-	if !ok {
-		return nil, fmt.Errorf("fallback: %s: the primary store (%T) holds no concurrency limits: %w", op, s.primary, ratewarden.ErrInvalidConfig)
-	}
-	return ps, nil
-}
-
-// localPermits returns the local store as a PermitStore, or nil.
-func (s *Store) localPermits() ratewarden.PermitStore {
-	ps, _ := s.local.(ratewarden.PermitStore)
-	return ps
-}
-
-// Acquire implements ratewarden.PermitStore: it asks the primary (which
-// must be a ratewarden.PermitStore) under the deadline and the breaker
+// Acquire implements ratewarden.Store: it asks the primary under the
+// deadline and the breaker
 // and, when the primary cannot decide, answers by the policy of the Store
 // (WithPolicy; WithPolicyFunc, which chooses per Limit, is not asked) with
 // a nil error:
@@ -46,17 +31,13 @@ func (s *Store) localPermits() ratewarden.PermitStore {
 // (ratewarden.ErrKeyState) is answered by the policy, as for a check.
 // Bad input and the end of the caller's context are errors, as for Check.
 func (s *Store) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (ratewarden.PermitResult, error) {
-	ps, err := s.permitStore("acquire")
-	if err != nil {
-		return ratewarden.PermitResult{}, err
-	}
 	if ctx.Err() != nil {
 		return ratewarden.PermitResult{}, callerGone(ctx)
 	}
 	var pr ratewarden.PermitResult
 	cause, err := s.ask(ctx, func(cctx context.Context) error {
 		var err error
-		pr, err = ps.Acquire(cctx, key, holder, max, ttl)
+		pr, err = s.primary.Acquire(cctx, key, holder, max, ttl)
 		return err
 	})
 	switch {
@@ -78,12 +59,8 @@ func (s *Store) degradePermit(ctx context.Context, key, holder string, max int64
 	case FailClosed:
 		pr = ratewarden.PermitResult{RetryAfter: s.retryAfter(), Source: ratewarden.SourceFailClosed}
 	default:
-		local := s.localPermits()
-		if local == nil {
-			return ratewarden.PermitResult{}, fmt.Errorf("fallback: local fallback: acquire: the local store (%T) holds no concurrency limits: %w", s.local, ratewarden.ErrInvalidConfig)
-		}
 		var err error
-		pr, err = local.Acquire(ctx, localKey(key), holder, permitShare(max, int64(s.cfg.replicas)), ttl)
+		pr, err = s.local.Acquire(ctx, localKey(key), holder, permitShare(max, int64(s.cfg.replicas)), ttl)
 		if err != nil {
 			return ratewarden.PermitResult{}, fmt.Errorf("fallback: local fallback: acquire: %w", err)
 		}
@@ -101,40 +78,32 @@ func permitShare(limit, replicas int64) int64 {
 	return max(limit/replicas, 1)
 }
 
-// Release implements ratewarden.PermitStore. A permit the local store
+// Release implements ratewarden.Store. A permit the local store
 // holds (acquired during an outage) is released there; any other goes to
 // the primary under the deadline and the breaker. When the primary
 // cannot take it, Release returns an error wrapping
 // ratewarden.ErrStoreUnavailable (ErrOpen while the breaker is open): the
 // permit stays held until its ttl, and Release may be called again.
 func (s *Store) Release(ctx context.Context, key, holder string) (bool, error) {
-	if local := s.localPermits(); local != nil {
-		if ok, err := local.Release(ctx, localKey(key), holder); err == nil && ok {
+	if s.local != nil {
+		if ok, err := s.local.Release(ctx, localKey(key), holder); err == nil && ok {
 			return true, nil
 		}
 	}
-	ps, err := s.permitStore("release")
-	if err != nil {
-		return false, err
-	}
-	return s.permitCall(ctx, func(cctx context.Context) (bool, error) { return ps.Release(cctx, key, holder) })
+	return s.permitCall(ctx, func(cctx context.Context) (bool, error) { return s.primary.Release(cctx, key, holder) })
 }
 
-// Extend implements ratewarden.PermitStore like Release: a permit the
+// Extend implements ratewarden.Store like Release: a permit the
 // local store holds is extended there, any other by the primary under the
 // deadline and the breaker; when the primary cannot take it, the error
 // wraps ratewarden.ErrStoreUnavailable and the permit keeps its expiry.
 func (s *Store) Extend(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
-	if local := s.localPermits(); local != nil {
-		if ok, err := local.Extend(ctx, localKey(key), holder, ttl); err == nil && ok {
+	if s.local != nil {
+		if ok, err := s.local.Extend(ctx, localKey(key), holder, ttl); err == nil && ok {
 			return true, nil
 		}
 	}
-	ps, err := s.permitStore("extend")
-	if err != nil {
-		return false, err
-	}
-	return s.permitCall(ctx, func(cctx context.Context) (bool, error) { return ps.Extend(cctx, key, holder, ttl) })
+	return s.permitCall(ctx, func(cctx context.Context) (bool, error) { return s.primary.Extend(cctx, key, holder, ttl) })
 }
 
 // permitCall runs a Release or Extend on the primary through the breaker.
@@ -159,9 +128,7 @@ func (s *Store) permitCall(ctx context.Context, fn func(context.Context) (bool, 
 	return ok, nil
 }
 
-var _ ratewarden.PermitStore = (*Store)(nil)
-
-// Acquire implements ratewarden.PermitStore on the partition of key; see
+// Acquire implements ratewarden.Store on the partition of key; see
 // Store.Acquire.
 func (p *Partitioned) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (ratewarden.PermitResult, error) {
 	st, err := p.part(key)
@@ -171,7 +138,7 @@ func (p *Partitioned) Acquire(ctx context.Context, key, holder string, max int64
 	return st.Acquire(ctx, key, holder, max, ttl)
 }
 
-// Release implements ratewarden.PermitStore on the partition of key; see
+// Release implements ratewarden.Store on the partition of key; see
 // Store.Release.
 func (p *Partitioned) Release(ctx context.Context, key, holder string) (bool, error) {
 	st, err := p.part(key)
@@ -181,7 +148,7 @@ func (p *Partitioned) Release(ctx context.Context, key, holder string) (bool, er
 	return st.Release(ctx, key, holder)
 }
 
-// Extend implements ratewarden.PermitStore on the partition of key; see
+// Extend implements ratewarden.Store on the partition of key; see
 // Store.Extend.
 func (p *Partitioned) Extend(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
 	st, err := p.part(key)
@@ -190,5 +157,3 @@ func (p *Partitioned) Extend(ctx context.Context, key, holder string, ttl time.D
 	}
 	return st.Extend(ctx, key, holder, ttl)
 }
-
-var _ ratewarden.PermitStore = (*Partitioned)(nil)

@@ -279,7 +279,7 @@ func (s *Store) charge(e *jentry) (charged, back int64, err error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), reconcileTimeout)
 	defer cancel()
-	return charged, back, s.charger.Charge(ctx, e.key, e.limits, spent, nil)
+	return charged, back, s.primary.Charge(ctx, e.key, e.limits, spent, nil)
 }
 
 func (s *Store) logReconcile(t tally, err error) {

@@ -384,19 +384,6 @@ func TestChargeErrors(t *testing.T) {
 		if len(entries) != 1 || len(entries[0].spans) != 1 || entries[0].spans[0].units != 1 {
 			t.Errorf("journal = %+v, want the one admission", entries)
 		}
-
-		// A primary that takes no charges: a configuration error.
-		m, err := memstore.New()
-		if err != nil {
-			t.Fatal(err)
-		}
-		plain := newStore(t, struct{ ratewarden.Store }{m}, WithLogger(discard))
-		if err := plain.Charge(bg, "k", []ratewarden.Limit{perHour1000}, []ratewarden.Spent{{Units: 1}}, nil); !errors.Is(err, ratewarden.ErrInvalidConfig) {
-			t.Errorf("Charge on a primary that is no Charger: %v", err)
-		}
-		if _, err := plain.Acquire(bg, "k", "h", 1, time.Minute); !errors.Is(err, ratewarden.ErrInvalidConfig) {
-			t.Errorf("Acquire on a primary that is no PermitStore: %v", err)
-		}
 	})
 }
 
@@ -616,31 +603,6 @@ func TestPartitionedSettleAndPermits(t *testing.T) {
 		}
 		if got := p.States(); got[0] != StateOpen || got[1] != StateClosed {
 			t.Errorf("States = %v, want [open closed]", got)
-		}
-	})
-}
-
-// A local store that is neither a Charger nor a PermitStore: settlements
-// are only journaled, and a LocalFallback Acquire is a configuration
-// error.
-func TestLocalStoreWithoutChargeOrPermits(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		m, err := memstore.New()
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := newFaulty(t)
-		f.set(failing)
-		s := newStore(t, f, WithLogger(discard), WithLocalStore(struct{ ratewarden.Store }{m}))
-		applied := []int64{7}
-		if err := s.Charge(bg, "k", []ratewarden.Limit{perHour1000}, []ratewarden.Spent{{Units: -3}}, applied); err != nil || applied[0] != 0 {
-			t.Errorf("Charge = %v, applied %v; want nil, [0]", err, applied)
-		}
-		if entries, _, _ := s.journal.take(); len(entries) != 1 || entries[0].spans[0].units != -3 {
-			t.Errorf("journal = %+v, want the refund", entries)
-		}
-		if _, err := s.Acquire(bg, "k", "h", 2, time.Minute); !errors.Is(err, ratewarden.ErrInvalidConfig) {
-			t.Errorf("Acquire = %v, want ErrInvalidConfig", err)
 		}
 	})
 }

@@ -166,9 +166,6 @@ func New(l *ratewarden.Limiter, opts ...Option) (*Middleware, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	if err := c.storeCan(l.Store()); err != nil {
-		return nil, err
-	}
 	m := &Middleware{
 		lim:         l,
 		key:         c.key,

@@ -506,9 +506,6 @@ func TestStoreErrorFailClosed(t *testing.T) {
 	})
 }
 
-// onlyChecks is a Store that is neither a Charger nor a PermitStore.
-type onlyChecks struct{ ratewarden.Store }
-
 func TestNewRejectsBadConfig(t *testing.T) {
 	st, err := memstore.New()
 	if err != nil {
@@ -519,10 +516,6 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := httplimit.WithLimits(fixed(1, time.Minute))
-	plain, err := ratewarden.New(onlyChecks{st}) // neither settles nor holds permits
-	if err != nil {
-		t.Fatal(err)
-	}
 	cases := []struct {
 		name   string
 		l      *ratewarden.Limiter
@@ -548,8 +541,6 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"nil error", l, []httplimit.Option{good, httplimit.WithErrorHandler(nil)}, ratewarden.ErrInvalidConfig, "WithErrorHandler"},
 		{"nil logger", l, []httplimit.Option{good, httplimit.WithLogger(nil)}, ratewarden.ErrInvalidConfig, "WithLogger"},
 		{"bad headers", l, []httplimit.Option{good, httplimit.WithHeaders(0x80)}, ratewarden.ErrInvalidConfig, "WithHeaders"},
-		{"count if, store cannot settle", plain, []httplimit.Option{good, httplimit.WithCountIf(httplimit.Failed)}, ratewarden.ErrInvalidConfig, "ratewarden.Charger"},
-		{"in flight, store holds no permits", plain, []httplimit.Option{good, httplimit.WithMaxInFlight(2, time.Minute)}, ratewarden.ErrInvalidConfig, "ratewarden.PermitStore"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

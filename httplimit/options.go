@@ -100,18 +100,6 @@ func (c *config) validate() error {
 	return fmt.Errorf("httplimit: %s: %w", msg, ratewarden.ErrInvalidConfig)
 }
 
-// storeCan checks that st can do what the options ask of it, so that a
-// store that cannot fails New rather than every request.
-func (c *config) storeCan(st ratewarden.Store) error {
-	if _, ok := st.(ratewarden.Charger); c.countIf != nil && !ok {
-		return fmt.Errorf("httplimit: WithCountIf: the Limiter's store (%T) cannot settle reservations (not a ratewarden.Charger): %w", st, ratewarden.ErrInvalidConfig)
-	}
-	if _, ok := st.(ratewarden.PermitStore); c.maxInFlight > 0 && !ok {
-		return fmt.Errorf("httplimit: WithMaxInFlight: the Limiter's store (%T) holds no permits (not a ratewarden.PermitStore): %w", st, ratewarden.ErrInvalidConfig)
-	}
-	return nil
-}
-
 // A CostFunc returns how many units a request consumes (its weight), for
 // example 10 for a bulk endpoint. It must return 0 to every limit's
 // Capacity; other values, and its errors, go to the error handler (400 by
@@ -357,8 +345,7 @@ func Failed(_ *http.Request, status int) bool { return status >= 400 }
 //
 // Decide and DecideKey hold the reservation in the Verdict until
 // Verdict.Done; Check cannot, and answers with an error under
-// WithCountIf. The Limiter's store must implement ratewarden.Charger
-// (every store of this module does).
+// WithCountIf.
 func WithCountIf(fn CountFunc) Option {
 	return func(c *config) { c.countIf, c.countIfSet = fn, true }
 }

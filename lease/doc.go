@@ -31,10 +31,9 @@
 // checks (Limiter.Reserve), for which Request.Cacheable reports false,
 // never use leases or a remembered denial: a refund on any replica can
 // free capacity at any moment, so only Redis decides them. Charge (costs
-// settled afterwards) and the concurrency limits of ratewarden.PermitStore
-// (Limiter.Acquire) go to the script store as they are; a refund through
-// Charge also makes this replica forget the denial it remembered for the
-// key and limit.
+// settled afterwards) and concurrency limits (Limiter.Acquire) go to the
+// script store as they are; a refund through Charge also makes this
+// replica forget the denial it remembered for the key and limit.
 //
 // Admissions from a lease have Source ratewarden.SourceLease, denials
 // remembered from Redis (until their RetryAfter) SourceCache, and the

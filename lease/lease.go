@@ -22,11 +22,16 @@ const (
 	DefaultMaxLeases = 10_000
 )
 
+// inner is the script store a Store wraps. Embedded, it lends the Store
+// the methods leases do not change (Acquire, Release, Extend: a permit is
+// held until released, not spent, so it is never leased).
+type inner = ratewarden.Store
+
 // Store is a ratewarden.Store deciding checks of hot keys from leased
 // capacity (see the package doc), and every other check through the
 // *redisstore.Store it wraps. It is safe for concurrent use.
 type Store struct {
-	store  *redisstore.Store
+	inner
 	lender *redisstore.Lender
 	size   int64
 	filter func(ratewarden.Limit) bool
@@ -129,7 +134,7 @@ func New(store *redisstore.Store, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
 	return &Store{
-		store: store, lender: lender, size: c.size, filter: c.filter, max: c.max,
+		inner: store, lender: lender, size: c.size, filter: c.filter, max: c.max,
 		base: time.Now(), leases: make(map[leaseKey]*lease), resetting: make(map[string]int),
 	}, nil
 }
@@ -150,7 +155,7 @@ func (l *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewa
 		// Reservations and refundable checks are Redis' alone: a refund on
 		// any replica can free capacity a lease or a remembered denial
 		// here knows nothing of.
-		return l.store.Check(ctx, req, res)
+		return l.inner.Check(ctx, req, res)
 	}
 	for range 3 { // a lease dropped meanwhile: look again, then go plain
 		ls := l.get(req.Key, req.Limits[0])
@@ -170,7 +175,7 @@ func (l *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewa
 		<-ls.lock
 		return err
 	}
-	return l.store.Check(ctx, req, res)
+	return l.inner.Check(ctx, req, res)
 }
 
 // get returns the lease of key under lim, made if needed, or nil when the
@@ -309,7 +314,7 @@ func (l *Store) decide(ctx context.Context, ls *lease, req *ratewarden.Request, 
 		// beyond the lease.
 		pr := ratewarden.Request{Key: req.Key, Limits: req.Limits, Cost: need, Peek: true}
 		var out [1]ratewarden.Result
-		if err := l.store.Check(ctx, &pr, out[:]); err != nil {
+		if err := l.inner.Check(ctx, &pr, out[:]); err != nil {
 			return err
 		}
 		*r = out[0]
@@ -393,7 +398,7 @@ func (l *Store) Reset(ctx context.Context, key string, limits ...ratewarden.Limi
 		ls.dead = true
 		<-ls.lock
 	}
-	return l.store.Reset(ctx, key, limits...)
+	return l.inner.Reset(ctx, key, limits...)
 }
 
 // Close gives the unused units of fixed-window leases back to Redis and
@@ -445,9 +450,7 @@ func (l *Store) Leases() int {
 	return len(l.leases)
 }
 
-var _ ratewarden.Store = (*Store)(nil)
-
-// Charge implements ratewarden.Charger on Redis (redisstore.Store.Charge):
+// Charge implements ratewarden.Store on Redis (redisstore.Store.Charge):
 // units spent elsewhere count in the shared state. Units already leased to
 // this replica stay leased: they were taken from the same count, so a
 // charge only makes Redis deny sooner. A refund (Units < 0) gives capacity
@@ -457,7 +460,7 @@ var _ ratewarden.Store = (*Store)(nil)
 // reach this one, which is why reservations and refundable checks never
 // use leases.
 func (l *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
-	err := l.store.Charge(ctx, key, limits, spent, applied)
+	err := l.inner.Charge(ctx, key, limits, spent, applied)
 	if refunds(spent) {
 		l.mu.RLock()
 		for _, lim := range limits {
@@ -483,24 +486,4 @@ func refunds(spent []ratewarden.Spent) bool {
 	return false
 }
 
-var _ ratewarden.Charger = (*Store)(nil)
-
-// Acquire implements ratewarden.PermitStore on Redis
-// (redisstore.Store.Acquire): concurrency limits are never leased (a
-// permit is held by one holder until released, not spent), so every call
-// goes to the wrapped script store.
-func (l *Store) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (ratewarden.PermitResult, error) {
-	return l.store.Acquire(ctx, key, holder, max, ttl)
-}
-
-// Release implements ratewarden.PermitStore on Redis; see Acquire.
-func (l *Store) Release(ctx context.Context, key, holder string) (bool, error) {
-	return l.store.Release(ctx, key, holder)
-}
-
-// Extend implements ratewarden.PermitStore on Redis; see Acquire.
-func (l *Store) Extend(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
-	return l.store.Extend(ctx, key, holder, ttl)
-}
-
-var _ ratewarden.PermitStore = (*Store)(nil)
+var _ ratewarden.Store = (*Store)(nil)

@@ -22,7 +22,7 @@ import (
 func warm(tb testing.TB, l *Store) {
 	tb.Helper()
 	lim := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Second}
-	check(tb, l.store, "warm:check", 1, false, lim)
+	check(tb, l.inner, "warm:check", 1, false, lim)
 	check(tb, l, "warm:lease", 1, false, lim)
 	if err := l.Reset(bg, "warm:lease", lim); err != nil {
 		tb.Fatal(err)

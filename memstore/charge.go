@@ -9,9 +9,9 @@ import (
 	"github.com/ratewarden/ratewarden/internal/algo"
 )
 
-// Charge implements ratewarden.Charger: it applies every Spent (a charge,
+// Charge implements ratewarden.Store: it applies every Spent (a charge,
 // or with negative Units a refund, dated Ago before now on the store's
-// clock) to key's state under each of limits, as ratewarden.Charger
+// clock) to key's state under each of limits, as ratewarden.Store.Charge
 // specifies (internal/algo's Charge functions), under the key's one lock,
 // and writes into applied (when not nil) the units each limit took. Bad
 // input is an error naming the field, and changes nothing.
@@ -83,5 +83,3 @@ func (sh *shard) charge(hash uint64, key string, sc scope, lim ratewarden.Limit,
 	}
 	return applied
 }
-
-var _ ratewarden.Charger = (*Store)(nil)

@@ -28,9 +28,9 @@
 // (docs/performance.md, "memstore memory").
 //
 // Besides checks the store takes reservations (ratewarden.Request's
-// MaxDelay, for Limiter.Wait), charges and refunds (ratewarden.Charger,
+// MaxDelay, for Limiter.Wait), charges and refunds (ratewarden.Store.Charge,
 // for Reservation.Settle) and holds concurrency limits
-// (ratewarden.PermitStore, for Limiter.Acquire: per key, each holder's
+// (ratewarden.Store.Acquire, for Limiter.Acquire: per key, each holder's
 // expiry, in shards of their own, bounded by WithMaxKeys too).
 //
 // The store starts no goroutines.

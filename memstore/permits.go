@@ -14,9 +14,9 @@ import (
 // permitShards is how many locks the concurrency limits are spread over.
 const permitShards = 16
 
-// permits holds the concurrency limits (ratewarden.PermitStore): per key,
-// its holders and the instant (µs) each one's permit expires. They live
-// apart from the rate-limit states, in shards of their own, and count
+// permits holds the concurrency limits (Acquire, Release, Extend): per
+// key, its holders and the instant (µs) each one's permit expires. They
+// live apart from the rate-limit states, in shards of their own, and count
 // against WithMaxKeys separately.
 type permits struct {
 	shards [permitShards]permitShard
@@ -65,7 +65,7 @@ func (s *Store) permitCheck(key string) error {
 	return nil
 }
 
-// Acquire implements ratewarden.PermitStore: holder takes a permit of key
+// Acquire implements ratewarden.Store: holder takes a permit of key
 // for ttl when fewer than max unexpired permits are held. A key with no
 // permits left is forgotten. When WithMaxKeys keys already hold permits in
 // the key's shard (after dropping expired ones), a new key is refused with
@@ -108,7 +108,7 @@ func (sh *permitShard) sweep(now int64) {
 	}
 }
 
-// Release implements ratewarden.PermitStore.
+// Release implements ratewarden.Store.
 func (s *Store) Release(_ context.Context, key, holder string) (bool, error) {
 	if err := s.permitCheck(key); err != nil {
 		return false, err
@@ -126,7 +126,7 @@ func (s *Store) Release(_ context.Context, key, holder string) (bool, error) {
 	return ok && exp > now, nil
 }
 
-// Extend implements ratewarden.PermitStore.
+// Extend implements ratewarden.Store.
 func (s *Store) Extend(_ context.Context, key, holder string, ttl time.Duration) (bool, error) {
 	if err := s.permitCheck(key); err != nil {
 		return false, err
@@ -142,5 +142,3 @@ func (s *Store) Extend(_ context.Context, key, holder string, ttl time.Duration)
 	hs[holder] = now + ttl.Microseconds()
 	return true, nil
 }
-
-var _ ratewarden.PermitStore = (*Store)(nil)

@@ -28,9 +28,9 @@ func (l *lazyScript) get(s *Store, body string) evaluator {
 	return l.ev
 }
 
-// Charge implements ratewarden.Charger: one execution of the charge script
+// Charge implements ratewarden.Store: one execution of the charge script
 // applies every Spent (charges, and refunds with negative Units) to key's
-// state under each of limits, as ratewarden.Charger specifies, on Redis'
+// state under each of limits, as ratewarden.Store.Charge specifies, on Redis'
 // clock (Ago counts back from the script's now, forward when negative),
 // and writes into applied (when not nil) the units each limit took. A
 // refund that leaves a state empty deletes its key; every other write sets
@@ -77,5 +77,3 @@ func (s *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limi
 	}
 	return nil
 }
-
-var _ ratewarden.Charger = (*Store)(nil)

@@ -47,11 +47,10 @@
 // in the check script itself: the bucket's TAT moves now, and
 // Result.Delay says when the units may be used, so waiters on every
 // replica are served in the order they reached Redis. Charge
-// (ratewarden.Charger) applies charges and refunds dated when their units
-// were admitted (Limiter.Reserve's settlements, a canceled Wait giving its
+// (ratewarden.Store.Charge) applies charges and refunds dated when their
+// units were admitted (Limiter.Reserve's settlements, a canceled Wait giving its
 // reservation back) and reports what each limit took. Acquire, Release
-// and Extend (ratewarden.PermitStore) keep a key's permits in one sorted
-// set at
+// and Extend (Limiter.Acquire) keep a key's permits in one sorted set at
 //
 //	<prefix>{<tag>}p
 //

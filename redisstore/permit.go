@@ -18,7 +18,7 @@ var (
 	permitBody = arithLua + permitLua
 )
 
-// Acquire implements ratewarden.PermitStore: one execution of the permit
+// Acquire implements ratewarden.Store: one execution of the permit
 // script drops key's expired permits and, when fewer than max remain and
 // holder holds none, gives holder one expiring ttl from now, on Redis'
 // clock. The key's permits live in one sorted set (PermitKey), which
@@ -50,7 +50,7 @@ func (s *Store) Acquire(ctx context.Context, key, holder string, max int64, ttl 
 	return ratewarden.PermitResult{Acquired: out[1] == 1, Held: out[2], RetryAfter: time.Duration(out[3]) * time.Microsecond}, nil
 }
 
-// Release implements ratewarden.PermitStore: one execution of the permit
+// Release implements ratewarden.Store: one execution of the permit
 // script removes holder's permit of key, and reports whether it was held
 // and unexpired. The key's expiry follows its latest remaining permit.
 // Failures and bad input as for Acquire.
@@ -61,7 +61,7 @@ func (s *Store) Release(ctx context.Context, key, holder string) (bool, error) {
 	return s.permitDone(ctx, "release", key, holder)
 }
 
-// Extend implements ratewarden.PermitStore: one execution of the permit
+// Extend implements ratewarden.Store: one execution of the permit
 // script makes holder's permit of key expire ttl from now, on Redis'
 // clock, if it is there and has not expired; otherwise it changes nothing
 // and reports false. Failures and bad input as for Acquire.
@@ -117,5 +117,3 @@ func (s *Store) permit(ctx context.Context, op, key string, dst []int64, args ..
 	}
 	return out, nil
 }
-
-var _ ratewarden.PermitStore = (*Store)(nil)

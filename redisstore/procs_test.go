@@ -103,29 +103,21 @@ func runChild(spec []byte) (any, error) {
 }
 
 // clocked is the Store of one goroutine: the Redis Store, remembering the
-// instant (Redis TIME, µs) its latest check was decided at. It is a
-// Charger too, so a canceled Wait gives its reservation back.
+// instant (Redis TIME, µs) its latest check was decided at; the rest (a
+// canceled Wait giving its reservation back) is the Redis Store's.
 type clocked struct {
-	s    *redisstore.Store
+	*redisstore.Store
 	now  int64
 	last ratewarden.Result // of the latest check
 }
 
 func (c *clocked) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
-	now, err := redisstore.CheckAt(ctx, c.s, req, res)
+	now, err := redisstore.CheckAt(ctx, c.Store, req, res)
 	c.now, c.last = now, ratewarden.Result{}
 	if err == nil {
 		c.last = res[0]
 	}
 	return err
-}
-
-func (c *clocked) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
-	return c.s.Reset(ctx, key, limits...)
-}
-
-func (c *clocked) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
-	return c.s.Charge(ctx, key, limits, spent, applied)
 }
 
 // wait: Goroutines goroutines call Wait on Key until their contexts end at
@@ -139,7 +131,7 @@ func (job *procJob) wait(s *redisstore.Store, lim ratewarden.Limit) (*procReport
 		wg.Go(func() {
 			ctx, cancel := context.WithDeadline(context.Background(), job.End)
 			defer cancel()
-			w := &clocked{s: s}
+			w := &clocked{Store: s}
 			l, err := ratewarden.New(w)
 			if err != nil {
 				errs <- err

@@ -37,9 +37,8 @@
 // breakers: a service that lets every limit choose fail_open, fail_closed
 // or local_fallback makes one front per policy and one Stack.
 //
-// A Stack, and every Front, is also a ratewarden.Charger and a
-// ratewarden.PermitStore, so that Limiter.Wait, Limiter.Reserve and
-// Limiter.Acquire work on it through the same layers. Reservations (Wait)
+// Limiter.Wait, Limiter.Reserve and Limiter.Acquire work on a Stack, and
+// on every Front, through the same layers. Reservations (Wait)
 // and refundable checks (Reserve) are decided by Redis only: the deny
 // cache and leases never answer them, since a refund on any replica can
 // free capacity at any moment. Settlements (Charge) go through the failure

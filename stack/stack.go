@@ -99,12 +99,16 @@ func WithTopologyRefresh(d time.Duration) Option {
 	return func(c *config) { c.refresh = d }
 }
 
+// front is how a Stack embeds its default Front without exporting it.
+type front = Front
+
 // Stack is the recommended Redis store, assembled: a script store, leases
 // (when turned on), a deny cache (unless turned off) and a default front,
-// the failure policy. It is a ratewarden.Store, a ratewarden.Charger and a
-// ratewarden.PermitStore that decides through the default front. Make one with New or NewGoRedis; it is safe for
-// concurrent use.
+// the failure policy. It is a ratewarden.Store deciding through the
+// default front, whose methods it has (State, States and Primaries too).
+// Make one with New or NewGoRedis; it is safe for concurrent use.
 type Stack struct {
+	*front
 	script *redisstore.Store
 	leases *lease.Store     // nil: no lease mode
 	deny   *denycache.Store // nil: no deny cache
@@ -112,7 +116,6 @@ type Stack struct {
 	groups int              // breakers per front; 1 off a Cluster
 	topo   *topology        // breakers per primary, on a Cluster without WithSlotGroups
 	opts   []fallback.Option
-	front  *Front
 }
 
 // New returns the stack on client, a standalone, Sentinel or Cluster
@@ -224,7 +227,7 @@ func (s *Stack) NewFront(opts ...fallback.Option) (*Front, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Front{st: st, one: st}, nil
+		return &Front{policy: st, one: st}, nil
 	}
 	groups := s.groups
 	partition := func(key string) int { return redisstore.Slot(key) * groups / slots }
@@ -235,32 +238,8 @@ func (s *Stack) NewFront(opts ...fallback.Option) (*Front, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Front{st: st, part: st, topo: s.topo}, nil
+	return &Front{policy: st, part: st, topo: s.topo}, nil
 }
-
-// Check implements ratewarden.Store through the default front.
-func (s *Stack) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
-	return s.front.Check(ctx, req, res)
-}
-
-// Reset implements ratewarden.Store through the default front: it resets
-// key under limits in Redis, in the deny cache and in the front's local
-// shares.
-func (s *Stack) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
-	return s.front.Reset(ctx, key, limits...)
-}
-
-// State returns the state of the default front's circuit breaker (the
-// worst of them on a Cluster client); see Front.State.
-func (s *Stack) State() fallback.State { return s.front.State() }
-
-// States returns the state of each of the default front's breakers; see
-// Front.States.
-func (s *Stack) States() []fallback.State { return s.front.States() }
-
-// Primaries returns the state of the default front's breaker of each
-// Cluster primary that owns slots now; see Front.Primaries.
-func (s *Stack) Primaries() map[string]fallback.State { return s.front.Primaries() }
 
 // Script returns the script store at the bottom of the stack, for
 // redisstore's own methods (Store.Key). Checks made on it directly pass
@@ -285,33 +264,20 @@ func (s *Stack) Close(ctx context.Context) error {
 	return s.leases.Close(ctx)
 }
 
+// policy is the failure policy a Front embeds: its *fallback.Store, or its
+// *fallback.Partitioned on a Cluster.
+type policy = ratewarden.Store
+
 // Front is one failure policy over a Stack's shared layers: a
-// ratewarden.Store (and ratewarden.Charger and ratewarden.PermitStore)
-// with a deadline, circuit breakers and a failure policy of its own. Make
-// one with Stack.NewFront.
+// ratewarden.Store with a deadline, circuit breakers and a failure policy
+// of its own, whose methods are those of fallback.Store (see Check,
+// Reset, Charge, Acquire, Release and Extend there). Make one with
+// Stack.NewFront.
 type Front struct {
-	st   policyStore
+	policy
 	one  *fallback.Store       // one breaker, or
 	part *fallback.Partitioned // one per primary or group of slots (Cluster)
 	topo *topology             // with a breaker per primary
-}
-
-// policyStore is what a front is: fallback.Store or fallback.Partitioned.
-type policyStore interface {
-	ratewarden.Store
-	ratewarden.Charger
-	ratewarden.PermitStore
-}
-
-// Check implements ratewarden.Store: the failure policy decides when the
-// layers below cannot.
-func (f *Front) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
-	return f.st.Check(ctx, req, res)
-}
-
-// Reset implements ratewarden.Store; see fallback.Store.Reset.
-func (f *Front) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
-	return f.st.Reset(ctx, key, limits...)
 }
 
 // State returns the front's breaker state; on a Cluster, the worst of the
@@ -359,62 +325,7 @@ func (f *Front) Primaries() map[string]fallback.State {
 	return out
 }
 
-// Charge implements ratewarden.Charger (Reservation.Settle, a canceled
-// Limiter.Wait's give-back): through the failure policy to the deny cache,
-// which forgets the key's denials on a refund, and to Redis' charge script.
-// When Redis cannot take it the charge is applied to the front's local
-// shares and written back when Redis returns; see fallback.Store.Charge.
-func (f *Front) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
-	return f.st.Charge(ctx, key, limits, spent, applied)
-}
-
-// Acquire implements ratewarden.PermitStore (Limiter.Acquire): through the
-// failure policy to Redis, which holds the key's permits; the deny cache
-// and leases pass it on. When Redis cannot decide, the front's policy
-// answers; see fallback.Store.Acquire.
-func (f *Front) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (ratewarden.PermitResult, error) {
-	return f.st.Acquire(ctx, key, holder, max, ttl)
-}
-
-// Release implements ratewarden.PermitStore; see fallback.Store.Release.
-func (f *Front) Release(ctx context.Context, key, holder string) (bool, error) {
-	return f.st.Release(ctx, key, holder)
-}
-
-// Extend implements ratewarden.PermitStore; see fallback.Store.Extend.
-func (f *Front) Extend(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
-	return f.st.Extend(ctx, key, holder, ttl)
-}
-
-// Charge implements ratewarden.Charger through the default front; see
-// Front.Charge.
-func (s *Stack) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
-	return s.front.Charge(ctx, key, limits, spent, applied)
-}
-
-// Acquire implements ratewarden.PermitStore through the default front;
-// see Front.Acquire.
-func (s *Stack) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (ratewarden.PermitResult, error) {
-	return s.front.Acquire(ctx, key, holder, max, ttl)
-}
-
-// Release implements ratewarden.PermitStore through the default front.
-func (s *Stack) Release(ctx context.Context, key, holder string) (bool, error) {
-	return s.front.Release(ctx, key, holder)
-}
-
-// Extend implements ratewarden.PermitStore through the default front.
-func (s *Stack) Extend(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
-	return s.front.Extend(ctx, key, holder, ttl)
-}
-
 var (
-	_ ratewarden.Store       = (*Stack)(nil)
-	_ ratewarden.Charger     = (*Stack)(nil)
-	_ ratewarden.PermitStore = (*Stack)(nil)
-	_ ratewarden.Store       = (*Front)(nil)
-	_ ratewarden.Charger     = (*Front)(nil)
-	_ ratewarden.PermitStore = (*Front)(nil)
-	_ policyStore            = (*fallback.Store)(nil)
-	_ policyStore            = (*fallback.Partitioned)(nil)
+	_ ratewarden.Store = (*Stack)(nil)
+	_ ratewarden.Store = (*Front)(nil)
 )

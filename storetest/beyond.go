@@ -11,19 +11,9 @@ import (
 )
 
 // The subtests beyond admission: reservations (Request.MaxDelay, the store
-// side of Limiter.Wait), settlement (ratewarden.Charger, through
-// Limiter.Reserve) and concurrency limits (ratewarden.PermitStore, through
-// Limiter.Acquire). A Store of this suite must implement Charger and
-// PermitStore.
-
-func (e *env) charger(t *testing.T) ratewarden.Charger {
-	t.Helper()
-	c, ok := e.Store.(ratewarden.Charger)
-	if !ok {
-		t.Fatalf("storetest: %T is not a ratewarden.Charger", e.Store)
-	}
-	return c
-}
+// side of Limiter.Wait), settlement (Store.Charge, through
+// Limiter.Reserve) and concurrency limits (Store.Acquire, Release and
+// Extend, through Limiter.Acquire).
 
 func (e *env) check(t *testing.T, req *ratewarden.Request) []ratewarden.Result {
 	t.Helper()
@@ -147,7 +137,7 @@ func testGiveBack(t *testing.T, e *env) {
 	l, iv := e.stableBucket(t)
 	k := e.key("k")
 	one := []ratewarden.Limit{l}
-	c := e.charger(t)
+	c := e.Store
 	e.check(t, &ratewarden.Request{Key: k, Limits: one, Cost: 2})
 	a := e.check(t, &ratewarden.Request{Key: k, Limits: one, Cost: 1, MaxDelay: time.Hour})[0]
 	b := e.check(t, &ratewarden.Request{Key: k, Limits: one, Cost: 1, MaxDelay: time.Hour})[0]
@@ -187,7 +177,6 @@ func (e *env) settling(t *testing.T, alg ratewarden.Algorithm, rate int64) ratew
 // testSettle: Reserve then Settle, through the Limiter: the difference is
 // charged or given back exactly, once.
 func testSettle(t *testing.T, e *env, alg ratewarden.Algorithm) {
-	e.charger(t)
 	l := e.settling(t, alg, 1000)
 	k := e.key("k")
 	rv, err := e.lim.Reserve(ctx, k, 100, l)
@@ -314,7 +303,7 @@ func testSettleExpired(t *testing.T, e *env, alg ratewarden.Algorithm) {
 // testRefundFloor: a refund never takes a count below zero, and Charge
 // reports what it applied.
 func testRefundFloor(t *testing.T, e *env, alg ratewarden.Algorithm) {
-	c := e.charger(t)
+	c := e.Store
 	l := e.settling(t, alg, 100)
 	k := e.key("k")
 	e.allowN(t, k, l, 10)

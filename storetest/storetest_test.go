@@ -35,18 +35,9 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// fullStore is what a memstore is, and what the suite asks of a store: a
-// Store, a Charger and a PermitStore.
-type fullStore interface {
-	ratewarden.Store
-	ratewarden.Charger
-	ratewarden.PermitStore
-}
-
-// mutant wraps a correct store and breaks one promise of ratewarden.Store,
-// Charger or PermitStore.
+// mutant wraps a correct store and breaks one promise of ratewarden.Store.
 type mutant struct {
-	fullStore
+	ratewarden.Store
 	bug string
 }
 
@@ -65,14 +56,14 @@ func (m *mutant) Check(ctx context.Context, req *ratewarden.Request, res []ratew
 		if len(r.Limits) > 1 {
 			for i := range r.Limits {
 				one := ratewarden.Request{Key: r.Key, Limits: r.Limits[i : i+1], Cost: r.Cost, Peek: r.Peek}
-				if err := m.fullStore.Check(ctx, &one, res[i:i+1]); err != nil {
+				if err := m.Store.Check(ctx, &one, res[i:i+1]); err != nil {
 					return err
 				}
 			}
 			return nil
 		}
 	}
-	if err := m.fullStore.Check(ctx, &r, res); err != nil {
+	if err := m.Store.Check(ctx, &r, res); err != nil {
 		return err
 	}
 	for i := range res {
@@ -102,14 +93,14 @@ func (m *mutant) Charge(ctx context.Context, key string, limits []ratewarden.Lim
 		}
 		spent = kept
 	}
-	return m.fullStore.Charge(ctx, key, limits, spent, applied)
+	return m.Store.Charge(ctx, key, limits, spent, applied)
 }
 
 func (m *mutant) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (ratewarden.PermitResult, error) {
 	if m.bug == "permit-overbooks" {
 		max++
 	}
-	return m.fullStore.Acquire(ctx, key, holder, max, ttl)
+	return m.Store.Acquire(ctx, key, holder, max, ttl)
 }
 
 func (m *mutant) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
@@ -123,9 +114,9 @@ func (m *mutant) Reset(ctx context.Context, key string, limits ...ratewarden.Lim
 				all = append(all, ratewarden.Limit{Algorithm: alg, Rate: 1, Period: p})
 			}
 		}
-		return m.fullStore.Reset(ctx, key, all...)
+		return m.Store.Reset(ctx, key, all...)
 	}
-	return m.fullStore.Reset(ctx, key, limits...)
+	return m.Store.Reset(ctx, key, limits...)
 }
 
 func subject(t *testing.T, bug string) storetest.Subject {
@@ -137,7 +128,7 @@ func subject(t *testing.T, bug string) storetest.Subject {
 	t.Cleanup(func() { _ = s.Close() })
 	var st ratewarden.Store = s
 	if bug != "" {
-		st = &mutant{fullStore: s, bug: bug}
+		st = &mutant{Store: s, bug: bug}
 	}
 	return storetest.Subject{Store: st, Advance: clk.Advance}
 }
@@ -196,7 +187,7 @@ func tail(s string) string {
 // suite must tell that the call came late and rerun with a longer period,
 // not fail the store. It records which subtests reran.
 type stalling struct {
-	fullStore
+	ratewarden.Store
 	mu     sync.Mutex
 	calls  map[string]int
 	reran  map[string]bool
@@ -221,7 +212,7 @@ func (s *stalling) Check(ctx context.Context, req *ratewarden.Request, res []rat
 	if name == "k0" && n == stallAt && req.Limits[0].Period == s.period {
 		time.Sleep(s.period)
 	}
-	return s.fullStore.Check(ctx, req, res)
+	return s.Store.Check(ctx, req, res)
 }
 
 func TestSuiteRerunsLateChecks(t *testing.T) {
@@ -243,7 +234,7 @@ func TestSuiteRerunsLateChecks(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
-		st := &stalling{fullStore: s, calls: map[string]int{}, reran: map[string]bool{}, period: 500 * time.Millisecond}
+		st := &stalling{Store: s, calls: map[string]int{}, reran: map[string]bool{}, period: 500 * time.Millisecond}
 		t.Cleanup(func() {
 			mu.Lock()
 			defer mu.Unlock()

@@ -375,7 +375,7 @@ type Charged struct {
 }
 
 // ChargeWindow applies spent, in order, to a FixedWindow (sliding false)
-// or SlidingWindow state at now, as ratewarden.Charger specifies: units
+// or SlidingWindow state at now, as ratewarden.Store.Charge specifies: units
 // dated in the current window count there, in the previous one (sliding
 // only) there, elsewhere nowhere; a refund takes away at most what its
 // window holds, and a refund dated after now nothing. It returns the new
@@ -423,7 +423,7 @@ func chargeCount(count *int64, units int64) int64 {
 }
 
 // ChargeBucket applies spent, in order, to a TokenBucket state at now, as
-// ratewarden.Charger specifies: a charge moves the TAT (from its instant,
+// ratewarden.Store.Charge specifies: a charge moves the TAT (from its instant,
 // or the TAT when later) by Units emission intervals; a refund dated at or
 // before now moves it back by as many, not before now; a refund dated
 // after now (a reservation given back; At is the TAT it left) only when
@@ -528,7 +528,7 @@ func bucketBack(t Bucket, n int64, p Params) Bucket {
 }
 
 // ChargeLog applies spent, in order, to a SlidingLog state at now, as
-// ratewarden.Charger specifies: a charge dated in the window adds Units
+// ratewarden.Store.Charge specifies: a charge dated in the window adds Units
 // entries at its instant, at most Rate (the log stays oldest first); a
 // refund dated in the window (and not after now) removes up to -Units
 // entries: those at or before its instant, newest first, then the oldest

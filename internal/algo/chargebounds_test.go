@@ -6,7 +6,7 @@ import (
 	"github.com/ratewarden/ratewarden"
 )
 
-// The largest charges and refunds a Charger accepts (±MaxRate units) on
+// The largest charges and refunds Store.Charge accepts (±MaxRate units) on
 // the slowest and the fastest token buckets stay within 64-bit arithmetic
 // and below 2^53: a charge stops at ChargeHorizon, a refund at a full
 // bucket.

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -128,27 +127,16 @@ var opNames = [numOps]string{"check", "peek", "reset", "charge", "acquire", "rel
 // and counts the failed ones (ratewarden_store_errors_total), by op and
 // failure policy. A call the caller gave up on, or refused input, is not a
 // store failure (ratewarden.Classify).
-//
-// It is a ratewarden.Charger and a ratewarden.PermitStore whatever the
-// backend's store is, so that the Limiter offers Reserve, Acquire and
-// PermitOf; where the backend's store is not one, those calls, and a
-// reservation's check, are refused before the store is asked, with an
-// error wrapping ratewarden.ErrStoreUnavailable: the backend cannot serve
-// the endpoint (503), whatever the caller sent.
 type meteredStore struct {
 	ratewarden.Store
-	charger ratewarden.Charger     // the Store as one, or nil
-	permits ratewarden.PermitStore // the Store as one, or nil
-	dur     [numOps]prometheus.Observer
-	errs    [numOps]prometheus.Counter
-	fp      string
-	tracer  trace.Tracer // nil: no spans
+	dur    [numOps]prometheus.Observer
+	errs   [numOps]prometheus.Counter
+	fp     string
+	tracer trace.Tracer // nil: no spans
 }
 
 func newMeteredStore(st ratewarden.Store, fp config.FailurePolicy, m *metrics, tr trace.Tracer) *meteredStore {
 	ms := &meteredStore{Store: st, fp: string(fp), tracer: tr}
-	ms.charger, _ = st.(ratewarden.Charger)
-	ms.permits, _ = st.(ratewarden.PermitStore)
 	for op, name := range opNames {
 		ms.dur[op] = m.storeDur.WithLabelValues(name, string(fp))
 		ms.errs[op] = m.storeErrs.WithLabelValues(name, string(fp))
@@ -157,9 +145,6 @@ func newMeteredStore(st ratewarden.Store, fp config.FailurePolicy, m *metrics, t
 }
 
 func (s *meteredStore) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
-	if req.Refundable && s.charger == nil {
-		return s.cannotSettle("reserve") // admitted, it could never be settled
-	}
 	op := opCheck
 	if req.Peek {
 		op = opPeek
@@ -181,54 +166,45 @@ func (s *meteredStore) Reset(ctx context.Context, key string, limits ...rateward
 	return err
 }
 
-// Charge implements ratewarden.Charger by handing the call on.
+// Charge times and traces the backend store's Charge.
 func (s *meteredStore) Charge(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64) error {
-	if s.charger == nil {
-		return s.cannotSettle("charge")
-	}
 	tctx, span := s.traceStore(ctx, opCharge, len(limits))
 	start := time.Now()
-	err := s.charger.Charge(tctx, key, limits, spent, applied)
+	err := s.Store.Charge(tctx, key, limits, spent, applied)
 	s.observe(ctx, opCharge, start, err)
 	span.end(err)
 	return err
 }
 
-// Acquire implements ratewarden.PermitStore by handing the call on.
+// Acquire times and traces the backend store's Acquire.
 func (s *meteredStore) Acquire(ctx context.Context, key, holder string, max int64, ttl time.Duration) (ratewarden.PermitResult, error) {
-	if s.permits == nil {
-		return ratewarden.PermitResult{}, s.noPermits("acquire")
-	}
 	tctx, span := s.traceStore(ctx, opAcquire, 1)
 	start := time.Now()
-	pr, err := s.permits.Acquire(tctx, key, holder, max, ttl)
+	pr, err := s.Store.Acquire(tctx, key, holder, max, ttl)
 	s.observe(ctx, opAcquire, start, err)
 	span.endDecision(pr.Acquired, pr.Source, err)
 	return pr, err
 }
 
-// Release implements ratewarden.PermitStore by handing the call on.
+// Release times and traces the backend store's Release.
 func (s *meteredStore) Release(ctx context.Context, key, holder string) (bool, error) {
-	return s.permitCall(ctx, opRelease, func(ctx context.Context, ps ratewarden.PermitStore) (bool, error) {
-		return ps.Release(ctx, key, holder)
+	return s.permitCall(ctx, opRelease, func(ctx context.Context) (bool, error) {
+		return s.Store.Release(ctx, key, holder)
 	})
 }
 
-// Extend implements ratewarden.PermitStore by handing the call on.
+// Extend times and traces the backend store's Extend.
 func (s *meteredStore) Extend(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
-	return s.permitCall(ctx, opExtend, func(ctx context.Context, ps ratewarden.PermitStore) (bool, error) {
-		return ps.Extend(ctx, key, holder, ttl)
+	return s.permitCall(ctx, opExtend, func(ctx context.Context) (bool, error) {
+		return s.Store.Extend(ctx, key, holder, ttl)
 	})
 }
 
 // permitCall times and traces a Release or Extend.
-func (s *meteredStore) permitCall(ctx context.Context, op int, call func(context.Context, ratewarden.PermitStore) (bool, error)) (bool, error) {
-	if s.permits == nil {
-		return false, s.noPermits(opNames[op])
-	}
+func (s *meteredStore) permitCall(ctx context.Context, op int, call func(context.Context) (bool, error)) (bool, error) {
 	tctx, span := s.traceStore(ctx, op, 1)
 	start := time.Now()
-	held, err := call(tctx, s.permits)
+	held, err := call(tctx)
 	s.observe(ctx, op, start, err)
 	span.endHeld(held, err)
 	if out, _ := ctx.Value(permitOutcomeKey{}).(*bool); out != nil {
@@ -247,14 +223,6 @@ type permitOutcomeKey struct{}
 func withPermitOutcome(ctx context.Context) (context.Context, *bool) {
 	held := new(bool)
 	return context.WithValue(ctx, permitOutcomeKey{}, held), held
-}
-
-func (s *meteredStore) noPermits(op string) error {
-	return fmt.Errorf("server: %s: the %s store (%T) holds no concurrency limits: %w", op, s.fp, s.Store, ratewarden.ErrStoreUnavailable)
-}
-
-func (s *meteredStore) cannotSettle(op string) error {
-	return fmt.Errorf("server: %s: the %s store (%T) cannot settle costs: %w", op, s.fp, s.Store, ratewarden.ErrStoreUnavailable)
 }
 
 func (s *meteredStore) observe(ctx context.Context, op int, start time.Time, err error) {

@@ -18,11 +18,14 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/service/demo/checkonly"
 	"github.com/ratewarden/ratewarden/service/server"
 )
 
-// Store is a client of one ratewarden server's HTTP API.
+// Store is a client of one ratewarden server's HTTP API. It only checks
+// and resets.
 type Store struct {
+	checkonly.Rest
 	base   string
 	tr     *http.Transport
 	client *http.Client

@@ -14,12 +14,14 @@ import (
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/memstore"
+	"github.com/ratewarden/ratewarden/service/demo/checkonly"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // keyStore records the keys it was asked about and admits everything.
 type keyStore struct {
+	checkonly.Rest
 	mu   sync.Mutex
 	keys []string
 }

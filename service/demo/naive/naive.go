@@ -17,12 +17,14 @@ import (
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/internal/nilcheck"
+	"github.com/ratewarden/ratewarden/service/demo/checkonly"
 )
 
 // Store is a ratewarden.Store for one limit per check over a Redis client.
 // Its keys are prefix + "naive:{" + key + "}:" + the limit's scope, and
-// expire after the limit's period.
+// expire after the limit's period. It only checks and resets.
 type Store struct {
+	checkonly.Rest
 	c      rueidis.Client
 	prefix string
 }
