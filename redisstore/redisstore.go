@@ -91,7 +91,8 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 // An EVALSHA runs the whole script text, whose shared parts make some
 // thirty Lua closures on every call; a function library makes them once,
 // when it is loaded, which takes about 40% off the instructions Redis runs
-// per script call (docs/performance.md has the figures). The Store loads its
+// per script call (docs/notes/2026-12-02-redis-cpu-per-decision.md has the
+// figures). The Store loads its
 // library (named ratewarden_ and a hash of its code, so versions never
 // mix) when Redis answers that the function is missing, after a restart
 // or a FUNCTION FLUSH too; like any library it is kept in snapshots and
