@@ -41,13 +41,12 @@
 package echolimit
 
 import (
-	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/httplimit"
+	"github.com/ratewarden/ratewarden/httplimit/adapterkit"
 )
 
 // DeniedError is the Internal error of the *echo.HTTPError a request over
@@ -70,21 +69,20 @@ type DeniedFunc func(c echo.Context, info httplimit.Info) error
 type ErrorFunc func(c echo.Context, err error) error
 
 // An Option configures a Middleware.
-type Option func(*config)
+type Option = adapterkit.Option[echo.Context, DeniedFunc, ErrorFunc, settings]
 
-type config struct {
-	denied      DeniedFunc
-	onErr       ErrorFunc
-	handleError bool
-}
+type config = adapterkit.Config[echo.Context, DeniedFunc, ErrorFunc, settings]
+
+// settings are this package's own, beside the handlers.
+type settings struct{ handleError bool }
 
 // WithDeniedHandler replaces the answer to a request over the limit;
 // default Denied.
-func WithDeniedHandler(fn DeniedFunc) Option { return func(c *config) { c.denied = fn } }
+func WithDeniedHandler(fn DeniedFunc) Option { return func(c *config) { c.Denied = fn } }
 
 // WithErrorHandler replaces the answer to a request that could not be
 // decided; default Error.
-func WithErrorHandler(fn ErrorFunc) Option { return func(c *config) { c.onErr = fn } }
+func WithErrorHandler(fn ErrorFunc) Option { return func(c *config) { c.Error = fn } }
 
 // WithHandleError decides how Handler learns the status of a request
 // whose handler returned an error, which WithCountIf's CountFunc is
@@ -98,37 +96,23 @@ func WithErrorHandler(fn ErrorFunc) Option { return func(c *config) { c.onErr = 
 // usual and the status is the one Status infers, which is right for
 // DefaultHTTPErrorHandler but not for a custom error handler that maps
 // errors to statuses of its own.
-func WithHandleError(on bool) Option { return func(c *config) { c.handleError = on } }
+func WithHandleError(on bool) Option { return func(c *config) { c.Settings.handleError = on } }
 
 // Middleware is echo middleware deciding with an httplimit.Middleware.
 // Make it with New; it is safe for concurrent use.
 type Middleware struct {
-	mw          *httplimit.Middleware
-	denied      DeniedFunc
-	onErr       ErrorFunc
-	handleError bool
+	mw  *httplimit.Middleware
+	cfg config
 }
 
 // New returns echo middleware deciding with mw. A nil mw or Option, or an
 // option given nil, is an error wrapping ratewarden.ErrInvalidConfig.
 func New(mw *httplimit.Middleware, opts ...Option) (*Middleware, error) {
-	if mw == nil {
-		return nil, fmt.Errorf("echolimit: middleware must not be nil: %w", ratewarden.ErrInvalidConfig)
+	c, err := adapterkit.Configure("echolimit", mw, config{Denied: Denied, Error: Error, Settings: settings{handleError: true}}, opts)
+	if err != nil {
+		return nil, err
 	}
-	c := config{denied: Denied, onErr: Error, handleError: true}
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("echolimit: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
-		}
-		o(&c)
-	}
-	switch {
-	case c.denied == nil:
-		return nil, fmt.Errorf("echolimit: WithDeniedHandler: handler must not be nil: %w", ratewarden.ErrInvalidConfig)
-	case c.onErr == nil:
-		return nil, fmt.Errorf("echolimit: WithErrorHandler: handler must not be nil: %w", ratewarden.ErrInvalidConfig)
-	}
-	return &Middleware{mw: mw, denied: c.denied, onErr: c.onErr, handleError: c.handleError}, nil
+	return &Middleware{mw: mw, cfg: c}, nil
 }
 
 // Handler returns the echo.MiddlewareFunc: it decides each request as
@@ -193,7 +177,7 @@ func (m *Middleware) next(c echo.Context, next echo.HandlerFunc, v *httplimit.Ve
 		}
 	}()
 	err = next(c)
-	if err != nil && m.handleError && !c.Response().Committed {
+	if err != nil && m.cfg.Settings.handleError && !c.Response().Committed {
 		c.Error(err)
 	}
 	status = Status(c, err)
@@ -255,13 +239,13 @@ func (m *Middleware) answer(c echo.Context, v httplimit.Verdict) (bool, error) {
 	case v.Canceled:
 		return false, nil // the client went away: nobody reads an answer
 	case v.Err != nil && !v.Proceed:
-		return false, m.onErr(c, v.Err)
+		return false, m.cfg.Error(c, v.Err)
 	}
 	v.SetHeaders(c.Response().Header())
 	if v.Proceed {
 		return true, nil
 	}
-	return false, m.denied(c, v.Info)
+	return false, m.cfg.Denied(c, v.Info)
 }
 
 // request is the request httplimit decides on: echo's, with the matched

@@ -3,7 +3,6 @@ package echolimit_test
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -46,16 +45,6 @@ func TestReplicasShareOneRedis(t *testing.T) {
 	})
 }
 
-func serve(h http.Handler, method, target string, body io.Reader) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(method, target, body)
-	if body != nil {
-		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	return w
-}
-
 // A custom error handler finds the decision with errors.As; the route is
 // the request's Pattern.
 func TestErrorHandlerSeesDecision(t *testing.T) {
@@ -71,8 +60,8 @@ func TestErrorHandlerSeesDecision(t *testing.T) {
 	}
 	e.Use(mustEcho(t, mw).Handler())
 	e.GET("/items/:id", func(c echo.Context) error { return c.String(200, "ok") })
-	serve(e, http.MethodGet, "/items/1", nil)
-	w := serve(e, http.MethodGet, "/items/2", nil)
+	adaptertest.Serve(e, http.MethodGet, "/items/1", nil)
+	w := adaptertest.Serve(e, http.MethodGet, "/items/2", nil)
 	if w.Code != 429 || strings.Join(keys, ",") != "default|route:GET /items/:id" {
 		t.Errorf("%d, denied keys %q; want the second item denied on the route's key", w.Code, keys)
 	}
@@ -92,7 +81,7 @@ func TestCheckAndErrors(t *testing.T) {
 	})
 	var codes []string
 	for _, user := range []string{"ann", "ann", "ann", "bob", ""} {
-		w := serve(e, http.MethodPost, "/login", strings.NewReader(url.Values{"user": {user}}.Encode()))
+		w := adaptertest.Serve(e, http.MethodPost, "/login", strings.NewReader(url.Values{"user": {user}}.Encode()))
 		codes = append(codes, strconv.Itoa(w.Code))
 		if w.Code != 200 && w.Header().Get("Content-Type") != "application/problem+json" {
 			t.Errorf("user %q: Content-Type %q", user, w.Header().Get("Content-Type"))
@@ -105,7 +94,7 @@ func TestCheckAndErrors(t *testing.T) {
 	e2 := echo.New()
 	e2.Use(mustEcho(t, mw2).Handler())
 	e2.GET("/", func(c echo.Context) error { t.Error("handler ran without a key"); return nil })
-	if w := serve(e2, http.MethodGet, "/", nil); w.Code != 400 || !strings.Contains(w.Body.String(), "does not identify a client") {
+	if w := adaptertest.Serve(e2, http.MethodGet, "/", nil); w.Code != 400 || !strings.Contains(w.Body.String(), "does not identify a client") {
 		t.Errorf("no key: %d %q", w.Code, w.Body.String())
 	}
 }
@@ -206,7 +195,7 @@ func loginEcho(t *testing.T, count httplimit.CountFunc, settle bool, opts ...ech
 }
 
 func login(h http.Handler, user, pass string) int {
-	return serve(h, http.MethodPost, "/login", strings.NewReader(url.Values{"user": {user}, "pass": {pass}}.Encode())).Code
+	return adaptertest.Serve(h, http.MethodPost, "/login", strings.NewReader(url.Values{"user": {user}, "pass": {pass}}.Encode())).Code
 }
 
 // Check under Settle is settled by the outcome, the custom error

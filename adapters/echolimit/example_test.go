@@ -6,31 +6,14 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/adapters/echolimit"
 	"github.com/ratewarden/ratewarden/httplimit"
-	"github.com/ratewarden/ratewarden/memstore"
+	"github.com/ratewarden/ratewarden/internal/adaptertest"
 )
-
-// exampleLimiter is a Limiter on a memstore whose clock stands still, so
-// the output does not depend on when the example runs. A real service
-// uses redisstore.
-func exampleLimiter() *ratewarden.Limiter {
-	at := time.Date(2026, 3, 1, 12, 0, 20, 0, time.UTC)
-	st, err := memstore.New(memstore.WithClock(func() time.Time { return at }))
-	if err != nil {
-		log.Fatal(err)
-	}
-	lim, err := ratewarden.New(st)
-	if err != nil {
-		log.Fatal(err)
-	}
-	return lim
-}
 
 func get(h http.Handler, path string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodGet, path, nil)
@@ -41,7 +24,7 @@ func get(h http.Handler, path string) *httptest.ResponseRecorder {
 }
 
 func ExampleNew() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(2)))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(2)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -69,7 +52,7 @@ func ExampleNew() {
 
 func ExampleMiddleware_Handler() {
 	// One budget per route: every item shares it.
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Pattern))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Pattern))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -84,7 +67,7 @@ func ExampleMiddleware_Handler() {
 }
 
 func ExampleMiddleware_Check() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithRule(httplimit.Rule{
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithRule(httplimit.Rule{
 		Name: "login-user", Policies: []httplimit.Policy{{Name: "logins", Limit: ratewarden.PerMinute(1)}},
 	}))
 	if err != nil {
@@ -106,7 +89,7 @@ func ExampleMiddleware_Check() {
 }
 
 func ExampleDeniedError() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -136,7 +119,7 @@ func ExampleDeniedError_Error() {
 }
 
 func ExampleWithDeniedHandler() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -155,7 +138,7 @@ func ExampleWithDeniedHandler() {
 }
 
 func ExampleWithErrorHandler() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("X-Api-Key")))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("X-Api-Key")))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -174,7 +157,7 @@ func ExampleWithErrorHandler() {
 }
 
 func ExampleDenied() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -197,7 +180,7 @@ func ExampleDenied() {
 }
 
 func ExampleError() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("X-Api-Key")))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("X-Api-Key")))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -218,7 +201,7 @@ func ExampleError() {
 // limiting and Settle settles each check by the status echo answers
 // with, a returned *echo.HTTPError's included.
 func ExampleMiddleware_Settle() {
-	mw, err := httplimit.New(exampleLimiter(),
+	mw, err := httplimit.New(adaptertest.StillLimiter(),
 		httplimit.WithRule(httplimit.Rule{Name: "login-user", Policies: []httplimit.Policy{{Name: "failures", Limit: ratewarden.PerHour(3)}}}),
 		httplimit.WithCountIf(httplimit.Failed))
 	if err != nil {

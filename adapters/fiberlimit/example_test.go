@@ -7,31 +7,14 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/adapters/fiberlimit"
 	"github.com/ratewarden/ratewarden/httplimit"
-	"github.com/ratewarden/ratewarden/memstore"
+	"github.com/ratewarden/ratewarden/internal/adaptertest"
 )
-
-// exampleLimiter is a Limiter on a memstore whose clock stands still, so
-// the output does not depend on when the example runs. A real service
-// uses redisstore.
-func exampleLimiter() *ratewarden.Limiter {
-	at := time.Date(2026, 3, 1, 12, 0, 20, 0, time.UTC)
-	st, err := memstore.New(memstore.WithClock(func() time.Time { return at }))
-	if err != nil {
-		log.Fatal(err)
-	}
-	lim, err := ratewarden.New(st)
-	if err != nil {
-		log.Fatal(err)
-	}
-	return lim
-}
 
 // send runs one request through app in memory (app.Test) and returns the
 // response with its body read.
@@ -46,7 +29,7 @@ func send(app *fiber.App, path string) (*http.Response, string) {
 }
 
 func ExampleNew() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(2)))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(2)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -74,7 +57,7 @@ func ExampleNew() {
 
 func ExampleMiddleware_Handler() {
 	// Limits on one route only, one budget shared by all its clients.
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Static("search")))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Static("search")))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -93,7 +76,7 @@ func ExampleMiddleware_Handler() {
 }
 
 func ExampleMiddleware_Check() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithRule(httplimit.Rule{
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithRule(httplimit.Rule{
 		Name: "login-user", Policies: []httplimit.Policy{{Name: "logins", Limit: ratewarden.PerMinute(1)}},
 	}))
 	if err != nil {
@@ -118,7 +101,7 @@ func ExampleMiddleware_Check() {
 }
 
 func ExampleWithDeniedHandler() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -138,7 +121,7 @@ func ExampleWithDeniedHandler() {
 }
 
 func ExampleWithErrorHandler() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("X-Api-Key")))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("X-Api-Key")))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -157,7 +140,7 @@ func ExampleWithErrorHandler() {
 }
 
 func ExampleDenied() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Static("all")))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Static("all")))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -181,7 +164,7 @@ func ExampleDenied() {
 }
 
 func ExampleError() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("X-Api-Key")))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("X-Api-Key")))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -202,7 +185,7 @@ func ExampleError() {
 // limiting and Settle settles each check by the status fiber answers
 // with, a returned *fiber.Error's included.
 func ExampleMiddleware_Settle() {
-	mw, err := httplimit.New(exampleLimiter(),
+	mw, err := httplimit.New(adaptertest.StillLimiter(),
 		httplimit.WithRule(httplimit.Rule{Name: "login-user", Policies: []httplimit.Policy{{Name: "failures", Limit: ratewarden.PerHour(3)}}}),
 		httplimit.WithCountIf(httplimit.Failed))
 	if err != nil {
@@ -237,7 +220,7 @@ func ExampleMiddleware_Settle() {
 // would take for a 500.
 func ExampleWithHandleError() {
 	errBadPassword := errors.New("bad password")
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerHour(100)), httplimit.WithCountIf(httplimit.Failed))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerHour(100)), httplimit.WithCountIf(httplimit.Failed))
 	if err != nil {
 		log.Fatal(err)
 	}

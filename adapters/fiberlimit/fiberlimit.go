@@ -50,6 +50,7 @@ import (
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/httplimit"
+	"github.com/ratewarden/ratewarden/httplimit/adapterkit"
 )
 
 // A DeniedFunc answers a request over the limit; the rate limit headers
@@ -62,21 +63,20 @@ type DeniedFunc func(c *fiber.Ctx, info httplimit.Info) error
 type ErrorFunc func(c *fiber.Ctx, err error) error
 
 // An Option configures a Middleware.
-type Option func(*config)
+type Option = adapterkit.Option[*fiber.Ctx, DeniedFunc, ErrorFunc, settings]
 
-type config struct {
-	denied      DeniedFunc
-	onErr       ErrorFunc
-	handleError bool
-}
+type config = adapterkit.Config[*fiber.Ctx, DeniedFunc, ErrorFunc, settings]
+
+// settings are this package's own, beside the handlers.
+type settings struct{ handleError bool }
 
 // WithDeniedHandler replaces the answer to a request over the limit;
 // default Denied.
-func WithDeniedHandler(fn DeniedFunc) Option { return func(c *config) { c.denied = fn } }
+func WithDeniedHandler(fn DeniedFunc) Option { return func(c *config) { c.Denied = fn } }
 
 // WithErrorHandler replaces the answer to a request that could not be
 // decided; default Error.
-func WithErrorHandler(fn ErrorFunc) Option { return func(c *config) { c.onErr = fn } }
+func WithErrorHandler(fn ErrorFunc) Option { return func(c *config) { c.Error = fn } }
 
 // WithHandleError decides how Handler learns the status of a request
 // whose handler returned an error, which WithCountIf's CountFunc is
@@ -88,37 +88,23 @@ func WithErrorHandler(fn ErrorFunc) Option { return func(c *config) { c.onErr = 
 // the status is the one Status infers, which is right for fiber's
 // DefaultErrorHandler but not for a custom one that maps errors to
 // statuses of its own.
-func WithHandleError(on bool) Option { return func(c *config) { c.handleError = on } }
+func WithHandleError(on bool) Option { return func(c *config) { c.Settings.handleError = on } }
 
 // Middleware is fiber middleware deciding with an httplimit.Middleware.
 // Make it with New; it is safe for concurrent use.
 type Middleware struct {
-	mw          *httplimit.Middleware
-	denied      DeniedFunc
-	onErr       ErrorFunc
-	handleError bool
+	mw  *httplimit.Middleware
+	cfg config
 }
 
 // New returns fiber middleware deciding with mw. A nil mw or Option, or
 // an option given nil, is an error wrapping ratewarden.ErrInvalidConfig.
 func New(mw *httplimit.Middleware, opts ...Option) (*Middleware, error) {
-	if mw == nil {
-		return nil, fmt.Errorf("fiberlimit: middleware must not be nil: %w", ratewarden.ErrInvalidConfig)
+	c, err := adapterkit.Configure("fiberlimit", mw, config{Denied: Denied, Error: Error, Settings: settings{handleError: true}}, opts)
+	if err != nil {
+		return nil, err
 	}
-	c := config{denied: Denied, onErr: Error, handleError: true}
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("fiberlimit: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
-		}
-		o(&c)
-	}
-	switch {
-	case c.denied == nil:
-		return nil, fmt.Errorf("fiberlimit: WithDeniedHandler: handler must not be nil: %w", ratewarden.ErrInvalidConfig)
-	case c.onErr == nil:
-		return nil, fmt.Errorf("fiberlimit: WithErrorHandler: handler must not be nil: %w", ratewarden.ErrInvalidConfig)
-	}
-	return &Middleware{mw: mw, denied: c.denied, onErr: c.onErr, handleError: c.handleError}, nil
+	return &Middleware{mw: mw, cfg: c}, nil
 }
 
 // Handler returns the fiber.Handler: it decides each request as
@@ -139,7 +125,7 @@ func (m *Middleware) Handler() fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		r, err := adaptor.ConvertRequest(c, true)
 		if err != nil {
-			return m.onErr(c, fmt.Errorf("fiberlimit: request view: %v: %w", err, ratewarden.ErrInvalidKey))
+			return m.cfg.Error(c, fmt.Errorf("fiberlimit: request view: %v: %w", err, ratewarden.ErrInvalidKey))
 		}
 		ctx, cancel := context.WithCancel(c.UserContext())
 		defer cancel()
@@ -190,7 +176,7 @@ func (m *Middleware) next(c *fiber.Ctx, v *httplimit.Verdict) (err error) {
 	switch {
 	case err == nil:
 		status = c.Response().StatusCode()
-	case m.handleError:
+	case m.cfg.Settings.handleError:
 		// As fiber's logger: the app's error handler answers here, and
 		// the error stops, or the router would answer it again.
 		if herr := c.App().ErrorHandler(c, err); herr != nil {
@@ -229,7 +215,7 @@ func Status(err error) int {
 func (m *Middleware) Check(c *fiber.Ctx, key string) (ok bool, err error) {
 	r, err := adaptor.ConvertRequest(c, true)
 	if err != nil {
-		return false, m.onErr(c, fmt.Errorf("fiberlimit: request view: %v: %w", err, ratewarden.ErrInvalidKey))
+		return false, m.cfg.Error(c, fmt.Errorf("fiberlimit: request view: %v: %w", err, ratewarden.ErrInvalidKey))
 	}
 	v := m.mw.DecideKey(r.WithContext(c.UserContext()), key)
 	if ok, err = m.answer(c, v); !ok {
@@ -249,7 +235,7 @@ func (m *Middleware) answer(c *fiber.Ctx, v httplimit.Verdict) (bool, error) {
 	case v.Canceled:
 		return false, nil // the client went away: nobody reads an answer
 	case v.Err != nil && !v.Proceed:
-		return false, m.onErr(c, v.Err)
+		return false, m.cfg.Error(c, v.Err)
 	}
 	var arr [6]httplimit.Field
 	for _, f := range v.AppendFields(arr[:0]) {
@@ -258,7 +244,7 @@ func (m *Middleware) answer(c *fiber.Ctx, v httplimit.Verdict) (bool, error) {
 	if v.Proceed {
 		return true, nil
 	}
-	return false, m.denied(c, v.Info)
+	return false, m.cfg.Denied(c, v.Info)
 }
 
 // Denied is the default DeniedFunc: httplimit.DeniedProblem by

@@ -6,31 +6,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/adapters/ginlimit"
 	"github.com/ratewarden/ratewarden/httplimit"
-	"github.com/ratewarden/ratewarden/memstore"
+	"github.com/ratewarden/ratewarden/internal/adaptertest"
 )
-
-// exampleLimiter is a Limiter on a memstore whose clock stands still, so
-// the output does not depend on when the example runs. A real service
-// uses redisstore.
-func exampleLimiter() *ratewarden.Limiter {
-	at := time.Date(2026, 3, 1, 12, 0, 20, 0, time.UTC)
-	st, err := memstore.New(memstore.WithClock(func() time.Time { return at }))
-	if err != nil {
-		log.Fatal(err)
-	}
-	lim, err := ratewarden.New(st)
-	if err != nil {
-		log.Fatal(err)
-	}
-	return lim
-}
 
 func get(h http.Handler, path string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodGet, path, nil)
@@ -42,7 +25,7 @@ func get(h http.Handler, path string) *httptest.ResponseRecorder {
 
 func ExampleNew() {
 	gin.SetMode(gin.ReleaseMode)
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(2)))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(2)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -71,7 +54,7 @@ func ExampleNew() {
 func ExampleMiddleware_Handler() {
 	gin.SetMode(gin.ReleaseMode)
 	// Per-route limits by the route's pattern: every item shares one budget.
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Pattern))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Pattern))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -87,7 +70,7 @@ func ExampleMiddleware_Handler() {
 
 func ExampleMiddleware_Check() {
 	gin.SetMode(gin.ReleaseMode)
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithRule(httplimit.Rule{
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithRule(httplimit.Rule{
 		Name: "login-user", Policies: []httplimit.Policy{{Name: "logins", Limit: ratewarden.PerMinute(1)}},
 	}))
 	if err != nil {
@@ -110,7 +93,7 @@ func ExampleMiddleware_Check() {
 
 func ExampleWithDeniedHandler() {
 	gin.SetMode(gin.ReleaseMode)
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -130,7 +113,7 @@ func ExampleWithDeniedHandler() {
 
 func ExampleWithErrorHandler() {
 	gin.SetMode(gin.ReleaseMode)
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("X-Api-Key")))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("X-Api-Key")))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -150,7 +133,7 @@ func ExampleWithErrorHandler() {
 
 func ExampleDenied() {
 	gin.SetMode(gin.ReleaseMode)
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -174,7 +157,7 @@ func ExampleDenied() {
 
 func ExampleError() {
 	gin.SetMode(gin.ReleaseMode)
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("X-Api-Key")))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("X-Api-Key")))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -195,7 +178,7 @@ func ExampleError() {
 // limiting and Settle settles each check by the response's status.
 func ExampleSettle() {
 	gin.SetMode(gin.ReleaseMode)
-	mw, err := httplimit.New(exampleLimiter(),
+	mw, err := httplimit.New(adaptertest.StillLimiter(),
 		httplimit.WithRule(httplimit.Rule{Name: "login-user", Policies: []httplimit.Policy{{Name: "failures", Limit: ratewarden.PerHour(3)}}}),
 		httplimit.WithCountIf(httplimit.Failed))
 	if err != nil {

@@ -33,13 +33,12 @@
 package ginlimit
 
 import (
-	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/httplimit"
+	"github.com/ratewarden/ratewarden/httplimit/adapterkit"
 )
 
 // A DeniedFunc answers a request over the limit; the rate limit headers
@@ -52,49 +51,33 @@ type DeniedFunc func(c *gin.Context, info httplimit.Info)
 type ErrorFunc func(c *gin.Context, err error)
 
 // An Option configures a Middleware.
-type Option func(*config)
+type Option = adapterkit.Option[*gin.Context, DeniedFunc, ErrorFunc, struct{}]
 
-type config struct {
-	denied DeniedFunc
-	onErr  ErrorFunc
-}
+type config = adapterkit.Config[*gin.Context, DeniedFunc, ErrorFunc, struct{}]
 
 // WithDeniedHandler replaces the answer to a request over the limit;
 // default Denied.
-func WithDeniedHandler(fn DeniedFunc) Option { return func(c *config) { c.denied = fn } }
+func WithDeniedHandler(fn DeniedFunc) Option { return func(c *config) { c.Denied = fn } }
 
 // WithErrorHandler replaces the answer to a request that could not be
 // decided; default Error.
-func WithErrorHandler(fn ErrorFunc) Option { return func(c *config) { c.onErr = fn } }
+func WithErrorHandler(fn ErrorFunc) Option { return func(c *config) { c.Error = fn } }
 
 // Middleware is gin middleware deciding with an httplimit.Middleware.
 // Make it with New; it is safe for concurrent use.
 type Middleware struct {
-	mw     *httplimit.Middleware
-	denied DeniedFunc
-	onErr  ErrorFunc
+	mw  *httplimit.Middleware
+	cfg config
 }
 
 // New returns gin middleware deciding with mw. A nil mw or Option, or an
 // option given nil, is an error wrapping ratewarden.ErrInvalidConfig.
 func New(mw *httplimit.Middleware, opts ...Option) (*Middleware, error) {
-	if mw == nil {
-		return nil, fmt.Errorf("ginlimit: middleware must not be nil: %w", ratewarden.ErrInvalidConfig)
+	c, err := adapterkit.Configure("ginlimit", mw, config{Denied: Denied, Error: Error}, opts)
+	if err != nil {
+		return nil, err
 	}
-	c := config{denied: Denied, onErr: Error}
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("ginlimit: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
-		}
-		o(&c)
-	}
-	switch {
-	case c.denied == nil:
-		return nil, fmt.Errorf("ginlimit: WithDeniedHandler: handler must not be nil: %w", ratewarden.ErrInvalidConfig)
-	case c.onErr == nil:
-		return nil, fmt.Errorf("ginlimit: WithErrorHandler: handler must not be nil: %w", ratewarden.ErrInvalidConfig)
-	}
-	return &Middleware{mw: mw, denied: c.denied, onErr: c.onErr}, nil
+	return &Middleware{mw: mw, cfg: c}, nil
 }
 
 // Handler returns the gin.HandlerFunc: it decides each request as
@@ -196,14 +179,14 @@ func (m *Middleware) answer(c *gin.Context, v httplimit.Verdict) bool {
 		c.Abort() // the client went away: nobody reads an answer
 		return false
 	case v.Err != nil && !v.Proceed:
-		m.onErr(c, v.Err)
+		m.cfg.Error(c, v.Err)
 		return false
 	}
 	v.SetHeaders(c.Writer.Header())
 	if v.Proceed {
 		return true
 	}
-	m.denied(c, v.Info)
+	m.cfg.Denied(c, v.Info)
 	return false
 }
 

@@ -44,16 +44,6 @@ func TestReplicasShareOneRedis(t *testing.T) {
 	})
 }
 
-func serve(h http.Handler, method, target string, body io.Reader) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(method, target, body)
-	if body != nil {
-		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	return w
-}
-
 // The route is the request's Pattern: httplimit.Pattern keys by it.
 func TestPatternIsTheRoute(t *testing.T) {
 	var keys []string
@@ -66,7 +56,7 @@ func TestPatternIsTheRoute(t *testing.T) {
 	r.Use(g.Handler())
 	r.GET("/items/:id", func(c *gin.Context) { c.String(200, "ok") })
 	for _, p := range []string{"/items/1", "/items/2"} {
-		serve(r, http.MethodGet, p, nil)
+		adaptertest.Serve(r, http.MethodGet, p, nil)
 	}
 	if strings.Join(keys, ",") != "default|route:GET /items/:id" {
 		t.Errorf("denied keys %q; want the second item denied on the route's key", keys)
@@ -89,7 +79,7 @@ func TestCheckAndErrors(t *testing.T) {
 	})
 	var codes []int
 	for _, user := range []string{"ann", "ann", "ann", "bob", ""} {
-		w := serve(r, http.MethodPost, "/login", strings.NewReader(url.Values{"user": {user}}.Encode()))
+		w := adaptertest.Serve(r, http.MethodPost, "/login", strings.NewReader(url.Values{"user": {user}}.Encode()))
 		codes = append(codes, w.Code)
 		if w.Code != 200 && w.Header().Get("Content-Type") != "application/problem+json" {
 			t.Errorf("user %q: Content-Type %q", user, w.Header().Get("Content-Type"))
@@ -106,7 +96,7 @@ func TestCheckAndErrors(t *testing.T) {
 	e := gin.New()
 	e.Use(mustGin(t, mw2).Handler())
 	e.GET("/", func(c *gin.Context) { t.Error("handler ran without a key") })
-	if w := serve(e, http.MethodGet, "/", nil); w.Code != 400 || !strings.Contains(w.Body.String(), "does not identify a client") {
+	if w := adaptertest.Serve(e, http.MethodGet, "/", nil); w.Code != 400 || !strings.Contains(w.Body.String(), "does not identify a client") {
 		t.Errorf("no key: %d %q", w.Code, w.Body.String())
 	}
 }
@@ -186,7 +176,7 @@ func loginRouter(t *testing.T, settle bool) *gin.Engine {
 }
 
 func login(r http.Handler, user, pass string) int {
-	return serve(r, http.MethodPost, "/login", strings.NewReader(url.Values{"user": {user}, "pass": {pass}}.Encode())).Code
+	return adaptertest.Serve(r, http.MethodPost, "/login", strings.NewReader(url.Values{"user": {user}, "pass": {pass}}.Encode())).Code
 }
 
 // Check under Settle is settled by the outcome: successes consume

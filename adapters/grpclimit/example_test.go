@@ -6,7 +6,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -20,24 +19,8 @@ import (
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/adapters/grpclimit"
 	"github.com/ratewarden/ratewarden/httplimit"
-	"github.com/ratewarden/ratewarden/memstore"
+	"github.com/ratewarden/ratewarden/internal/adaptertest"
 )
-
-// exampleLimiter is a Limiter on a memstore whose clock stands still, so
-// the output does not depend on when the example runs. A real service
-// uses redisstore.
-func exampleLimiter() *ratewarden.Limiter {
-	at := time.Date(2026, 3, 1, 12, 0, 20, 0, time.UTC)
-	st, err := memstore.New(memstore.WithClock(func() time.Time { return at }))
-	if err != nil {
-		log.Fatal(err)
-	}
-	lim, err := ratewarden.New(st)
-	if err != nil {
-		log.Fatal(err)
-	}
-	return lim
-}
 
 // exampleServer serves the health service on loopback with opts and
 // returns a client and a function that stops both.
@@ -59,7 +42,7 @@ func exampleServer(opts ...grpc.ServerOption) (healthpb.HealthClient, func()) {
 }
 
 func ExampleNew() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(2)))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(2)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -87,7 +70,7 @@ func ExampleNew() {
 
 func ExampleInterceptor_Unary() {
 	// Keyed by method and API key (metadata x-api-key).
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)),
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)),
 		httplimit.WithKey(httplimit.Join(httplimit.Pattern, httplimit.Header("x-api-key"))))
 	if err != nil {
 		log.Fatal(err)
@@ -110,7 +93,7 @@ func ExampleInterceptor_Unary() {
 }
 
 func ExampleInterceptor_Stream() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -135,7 +118,7 @@ func ExampleInterceptor_Stream() {
 }
 
 func ExampleInterceptor_Limit() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -170,7 +153,7 @@ func ExampleRequest() {
 }
 
 func ExampleDeniedStatus() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -195,7 +178,7 @@ func ExampleErrorStatus() {
 }
 
 func ExampleWithDeniedHandler() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -214,7 +197,7 @@ func ExampleWithDeniedHandler() {
 }
 
 func ExampleWithErrorHandler() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("x-api-key")))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(1)), httplimit.WithKey(httplimit.Header("x-api-key")))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -232,7 +215,7 @@ func ExampleWithErrorHandler() {
 }
 
 func ExampleWithMetadata() {
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerMinute(5)))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerMinute(5)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -256,7 +239,7 @@ func ExampleCode() {
 		c, ok := grpclimit.Code(r)
 		return !ok || c == codes.NotFound // !ok: the handler panicked
 	}
-	mw, err := httplimit.New(exampleLimiter(), httplimit.WithLimits(ratewarden.PerHour(2)), httplimit.WithCountIf(notFound))
+	mw, err := httplimit.New(adaptertest.StillLimiter(), httplimit.WithLimits(ratewarden.PerHour(2)), httplimit.WithCountIf(notFound))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -51,7 +51,6 @@ package grpclimit
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/textproto"
 	"strings"
@@ -65,8 +64,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/httplimit"
+	"github.com/ratewarden/ratewarden/httplimit/adapterkit"
 )
 
 // A DeniedFunc returns the error for a call over the limit; the trailer
@@ -78,55 +77,40 @@ type DeniedFunc func(ctx context.Context, info httplimit.Info) error
 type ErrorFunc func(ctx context.Context, err error) error
 
 // An Option configures an Interceptor.
-type Option func(*config)
+type Option = adapterkit.Option[context.Context, DeniedFunc, ErrorFunc, settings]
 
-type config struct {
-	denied  DeniedFunc
-	onErr   ErrorFunc
-	headers bool
-}
+type config = adapterkit.Config[context.Context, DeniedFunc, ErrorFunc, settings]
+
+// settings are this package's own, beside the handlers.
+type settings struct{ headers bool }
 
 // WithDeniedHandler replaces the error of a call over the limit; default
 // DeniedStatus(info).Err().
-func WithDeniedHandler(fn DeniedFunc) Option { return func(c *config) { c.denied = fn } }
+func WithDeniedHandler(fn DeniedFunc) Option { return func(c *config) { c.Denied = fn } }
 
 // WithErrorHandler replaces the error of a call that could not be
 // decided; default ErrorStatus(err).Err().
-func WithErrorHandler(fn ErrorFunc) Option { return func(c *config) { c.onErr = fn } }
+func WithErrorHandler(fn ErrorFunc) Option { return func(c *config) { c.Error = fn } }
 
 // WithMetadata turns the rate limit metadata (header and trailer) on or
 // off; default on. httplimit.WithHeaders selects which fields there are.
-func WithMetadata(on bool) Option { return func(c *config) { c.headers = on } }
+func WithMetadata(on bool) Option { return func(c *config) { c.Settings.headers = on } }
 
 // Interceptor limits the calls of a gRPC server. Make it with New; it is
 // safe for concurrent use.
 type Interceptor struct {
-	mw      *httplimit.Middleware
-	denied  DeniedFunc
-	onErr   ErrorFunc
-	headers bool
+	mw  *httplimit.Middleware
+	cfg config
 }
 
 // New returns an Interceptor deciding with mw. A nil mw or Option, or an
 // option given nil, is an error wrapping ratewarden.ErrInvalidConfig.
 func New(mw *httplimit.Middleware, opts ...Option) (*Interceptor, error) {
-	if mw == nil {
-		return nil, fmt.Errorf("grpclimit: middleware must not be nil: %w", ratewarden.ErrInvalidConfig)
+	c, err := adapterkit.Configure("grpclimit", mw, config{Denied: deniedError, Error: errorError, Settings: settings{headers: true}}, opts)
+	if err != nil {
+		return nil, err
 	}
-	c := config{denied: deniedError, onErr: errorError, headers: true}
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("grpclimit: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
-		}
-		o(&c)
-	}
-	switch {
-	case c.denied == nil:
-		return nil, fmt.Errorf("grpclimit: WithDeniedHandler: handler must not be nil: %w", ratewarden.ErrInvalidConfig)
-	case c.onErr == nil:
-		return nil, fmt.Errorf("grpclimit: WithErrorHandler: handler must not be nil: %w", ratewarden.ErrInvalidConfig)
-	}
-	return &Interceptor{mw: mw, denied: c.denied, onErr: c.onErr, headers: c.headers}, nil
+	return &Interceptor{mw: mw, cfg: c}, nil
 }
 
 func deniedError(_ context.Context, info httplimit.Info) error { return DeniedStatus(info).Err() }
@@ -323,9 +307,9 @@ func (i *Interceptor) decide(ctx context.Context, method string, set func(md met
 	case v.Canceled:
 		return v, nil, status.FromContextError(ctx.Err()).Err()
 	case v.Err != nil && !v.Proceed:
-		return v, nil, i.onErr(ctx, v.Err)
+		return v, nil, i.cfg.Error(ctx, v.Err)
 	}
-	if i.headers {
+	if i.cfg.Settings.headers {
 		if fields := v.AppendFields(nil); len(fields) > 0 {
 			md := make(metadata.MD, len(fields))
 			for _, f := range fields {
@@ -337,7 +321,7 @@ func (i *Interceptor) decide(ctx context.Context, method string, set func(md met
 	if v.Proceed {
 		return v, cell, nil
 	}
-	return v, nil, i.denied(ctx, v.Info)
+	return v, nil, i.cfg.Denied(ctx, v.Info)
 }
 
 // Request returns the view of the call on ctx to method that httplimit

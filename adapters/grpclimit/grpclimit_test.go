@@ -30,9 +30,6 @@ import (
 	"github.com/ratewarden/ratewarden/internal/testredis"
 )
 
-// perHour is exact (SlidingLog) and nothing leaves its window during a test.
-var perHour = ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 10, Period: time.Hour}
-
 var _ ratelimit.Limiter = (*grpclimit.Interceptor)(nil)
 
 func mustInterceptor(t *testing.T, l *ratewarden.Limiter, hopts []httplimit.Option, opts ...grpclimit.Option) *grpclimit.Interceptor {
@@ -114,7 +111,7 @@ func TestUnaryReplicasShareOneRedis(t *testing.T) {
 	srv := testredis.Start(t)
 	var clients []healthpb.HealthClient
 	for range 3 {
-		i := mustInterceptor(t, adaptertest.RedisLimiter(t, srv.Addr), []httplimit.Option{httplimit.WithLimits(perHour)})
+		i := mustInterceptor(t, adaptertest.RedisLimiter(t, srv.Addr), []httplimit.Option{httplimit.WithLimits(adaptertest.PerHour)})
 		clients = append(clients, serveHealth(t, grpc.ChainUnaryInterceptor(i.Unary())))
 	}
 	ctx := callCtx(t)
@@ -134,7 +131,7 @@ func TestUnaryReplicasShareOneRedis(t *testing.T) {
 			continue
 		}
 		denied++
-		checkDenied(t, "call "+strconv.Itoa(n), err, perHour.String())
+		checkDenied(t, "call "+strconv.Itoa(n), err, adaptertest.PerHour.String())
 		ra, _ := strconv.Atoi(first(trailer, "retry-after"))
 		if ra < 1 || ra > 3600 || first(trailer, "x-ratelimit-remaining") != "0" || first(trailer, "x-ratelimit-limit") != "10" {
 			t.Errorf("call %d: trailer %v", n, trailer)
@@ -161,7 +158,7 @@ func TestStreamReplicasPerMethod(t *testing.T) {
 	watch := httplimit.Rule{
 		Name:     "watch",
 		Match:    func(r *http.Request) bool { return r.URL.Path == "/grpc.health.v1.Health/Watch" },
-		Policies: []httplimit.Policy{{Name: "watches", Limit: perHour}},
+		Policies: []httplimit.Policy{{Name: "watches", Limit: adaptertest.PerHour}},
 	}
 	var clients []healthpb.HealthClient
 	for range 3 {
@@ -212,7 +209,7 @@ func TestGoGRPCMiddlewareLimiter(t *testing.T) {
 	srv := testredis.Start(t)
 	var clients []healthpb.HealthClient
 	for range 3 {
-		i := mustInterceptor(t, adaptertest.RedisLimiter(t, srv.Addr), []httplimit.Option{httplimit.WithLimits(perHour)})
+		i := mustInterceptor(t, adaptertest.RedisLimiter(t, srv.Addr), []httplimit.Option{httplimit.WithLimits(adaptertest.PerHour)})
 		clients = append(clients, serveHealth(t, grpc.ChainUnaryInterceptor(ratelimit.UnaryServerInterceptor(i))))
 	}
 	ctx := callCtx(t)
@@ -280,7 +277,7 @@ func TestOptions(t *testing.T) {
 		{[]grpclimit.Option{grpclimit.WithDeniedHandler(nil)}, "WithDeniedHandler"},
 		{[]grpclimit.Option{grpclimit.WithErrorHandler(nil)}, "WithErrorHandler"},
 	} {
-		mw, _ := httplimit.New(adaptertest.MemLimiter(t), httplimit.WithLimits(perHour))
+		mw, _ := httplimit.New(adaptertest.MemLimiter(t), httplimit.WithLimits(adaptertest.PerHour))
 		if _, err := grpclimit.New(mw, tc.opts...); !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v; want %q", err, tc.want)
 		}
@@ -296,7 +293,7 @@ func TestUnaryConcurrentExact(t *testing.T) {
 	srv := testredis.Start(t)
 	var clients []healthpb.HealthClient
 	for range 3 {
-		i := mustInterceptor(t, adaptertest.RedisLimiter(t, srv.Addr), []httplimit.Option{httplimit.WithLimits(perHour)})
+		i := mustInterceptor(t, adaptertest.RedisLimiter(t, srv.Addr), []httplimit.Option{httplimit.WithLimits(adaptertest.PerHour)})
 		clients = append(clients, serveHealth(t, grpc.ChainUnaryInterceptor(i.Unary())))
 	}
 	ctx := callCtx(t)
@@ -328,7 +325,7 @@ func TestUnaryConcurrentExact(t *testing.T) {
 func TestProxyWarningThroughMetadata(t *testing.T) {
 	var buf syncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
-	i := mustInterceptor(t, adaptertest.MemLimiter(t), []httplimit.Option{httplimit.WithLimits(perHour), httplimit.WithLogger(logger)})
+	i := mustInterceptor(t, adaptertest.MemLimiter(t), []httplimit.Option{httplimit.WithLimits(adaptertest.PerHour), httplimit.WithLogger(logger)})
 	c := serveHealth(t, grpc.ChainUnaryInterceptor(i.Unary()))
 	ctx := metadata.AppendToOutgoingContext(callCtx(t), "x-forwarded-for", "203.0.113.9")
 	for range 5 {

@@ -57,6 +57,23 @@ func MemLimiter(t testing.TB) *ratewarden.Limiter {
 	return limiter(t, st)
 }
 
+// StillLimiter returns a Limiter on a memstore whose clock stands still
+// (at 2026-03-01 12:00:20 UTC), for the adapters' examples: their output
+// does not depend on when they run. It panics if the Limiter cannot be
+// made; a real service uses redisstore.
+func StillLimiter() *ratewarden.Limiter {
+	at := time.Date(2026, 3, 1, 12, 0, 20, 0, time.UTC)
+	st, err := memstore.New(memstore.WithClock(func() time.Time { return at }))
+	if err != nil {
+		panic(err)
+	}
+	lim, err := ratewarden.New(st)
+	if err != nil {
+		panic(err)
+	}
+	return lim
+}
+
 func limiter(t testing.TB, st ratewarden.Store) *ratewarden.Limiter {
 	t.Helper()
 	l, err := ratewarden.New(st)
@@ -93,6 +110,18 @@ func Fetch(t testing.TB, c *http.Client, u string) Reply {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return Reply{resp.StatusCode, resp.Header, string(b)}
+}
+
+// Serve runs one request through h in memory and returns the recorded
+// answer; a body is sent as a form (application/x-www-form-urlencoded).
+func Serve(h http.Handler, method, target string, body io.Reader) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, target, body)
+	if body != nil {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
 }
 
 // Client is an HTTP client whose idle connections close when the test
