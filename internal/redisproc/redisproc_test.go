@@ -3,7 +3,10 @@ package redisproc
 import (
 	"context"
 	"errors"
+	"go/build"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -122,73 +125,82 @@ func TestPingBounded(t *testing.T) {
 	}
 }
 
-// TestCommandCalls: between two looks the server counts the command run
-// and what every Do connection costs (HELLO, then PING as rueidis closes
-// it), and the looking itself (INFO): nothing else.
-func TestCommandCalls(t *testing.T) {
-	s := start(t)
-	before, err := s.CommandCalls()
-	if err != nil {
+// TestConfigFile: the config file comes first and sets what the command
+// line leaves alone; the command line wins where both set something. A
+// path that redis-server would take for an option is refused.
+func TestConfigFile(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "redis.conf")
+	if err := os.WriteFile(conf, []byte("maxmemory 5mb\nsave 60 1\nhz 11\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Do("SET", "k", "v"); err != nil {
-		t.Fatal(err)
-	}
-	after, err := s.CommandCalls()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for cmd, want := range map[string]int64{"set": 1, "info": 1, "hello": 2} {
-		if d := after[cmd] - before[cmd]; d != want {
-			t.Errorf("%s: %d calls between the looks, want %d", cmd, d, want)
+	s := start(t, WithConfigFile(conf), WithArgs("--hz", "12"))
+	for _, tc := range []struct{ name, want string }{
+		{"maxmemory", "5242880"}, // the file's
+		{"save", ""},             // the defaults'
+		{"hz", "12"},             // WithArgs'
+	} {
+		if got, err := s.Do("CONFIG", "GET", tc.name); err != nil || got != tc.name+"\n"+tc.want {
+			t.Errorf("CONFIG GET %s = %q, %v; want %q", tc.name, got, err, tc.want)
 		}
 	}
-	// At least the two PINGs of closing; a connection idle for 1 s on a
-	// busy machine also gets rueidis' keepalive PING.
-	if d := after["ping"] - before["ping"]; d < 2 {
-		t.Errorf("ping: %d calls between the looks, want at least 2", d)
-	}
-	for cmd := range after {
-		switch cmd {
-		case "set", "info", "hello", "ping":
-		default:
-			if after[cmd] != before[cmd] {
-				t.Errorf("%s: %d calls after, %d before", cmd, after[cmd], before[cmd])
-			}
+	for _, bad := range []string{"", "--port"} {
+		if _, err := Start(context.Background(), WithConfigFile(bad)); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("WithConfigFile(%q): %v, want ErrInvalidOption", bad, err)
 		}
 	}
 }
 
-// TestInfoIntAndCPU: InfoInt reads a number of INFO, refuses a field that
-// is missing or not an integer, and CPU grows as the server works.
-func TestInfoIntAndCPU(t *testing.T) {
+// TestSignal: a stopped server answers nothing until it is continued; once
+// killed, Signal sends nothing.
+func TestSignal(t *testing.T) {
 	s := start(t)
-	if _, err := s.Do("SET", "k", "v"); err != nil {
+	if err := s.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.InfoInt("keyspace", "db0"); err == nil {
-		t.Errorf("InfoInt of db0 (keys=1,expires=0,...): %d, want an error", n)
+	// A stopped process cannot answer however long it is given; 300 ms
+	// only bounds how long the test waits to see that.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err := DoContext(ctx, s.Addr, "PING")
+	cancel()
+	if err == nil {
+		t.Error("a server stopped with SIGSTOP answered PING")
 	}
-	if _, err := s.InfoInt("server", "no_such_field"); err == nil {
-		t.Error("InfoInt of a missing field: no error")
+	if err := s.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
 	}
-	pid, err := s.InfoInt("server", "process_id")
-	if err != nil || pid <= 0 {
-		t.Fatalf("process_id %d, %v", pid, err)
+	if err := Ping(s.Addr); err != nil {
+		t.Fatalf("after SIGCONT: %v", err)
 	}
-	cpu0, err := s.CPU()
+	s.Kill()
+	if err := s.Signal(syscall.SIGCONT); err != nil {
+		t.Errorf("Signal after Kill: %v, want nil", err)
+	}
+}
+
+func TestParseInfoInt(t *testing.T) {
+	info := "# Server\r\nprocess_id:42\r\nused_memory:1024\r\nused_memory_human:1.00K\r\ndb0:keys=1,expires=0\r\n"
+	for field, want := range map[string]int64{"process_id": 42, "used_memory": 1024} {
+		if n, err := ParseInfoInt(info, field); err != nil || n != want {
+			t.Errorf("ParseInfoInt(%s) = %d, %v; want %d", field, n, err, want)
+		}
+	}
+	for _, field := range []string{"used_memory_human", "db0", "missing", "used"} {
+		if n, err := ParseInfoInt(info, field); err == nil {
+			t.Errorf("ParseInfoInt(%s) = %d, want an error", field, n)
+		}
+	}
+}
+
+// TestNoTestCode: programs link this package (the demo in the ratewarden
+// binary), so it must not pull in testing or the test harness.
+func TestNoTestCode(t *testing.T) {
+	pkg, err := build.ImportDir(".", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Enough work to show in INFO cpu's microsecond figures.
-	if _, err := s.Do("EVAL", "for i = 1, 3000000 do end return 1", "0"); err != nil {
-		t.Fatal(err)
-	}
-	cpu1, err := s.CPU()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cpu1 <= cpu0 {
-		t.Errorf("CPU %v after a 3,000,000-step script, %v before", cpu1, cpu0)
+	for _, imp := range pkg.Imports {
+		if imp == "testing" || strings.Contains(imp, "testredis") || strings.HasPrefix(imp, "testing/") {
+			t.Errorf("redisproc imports %s", imp)
+		}
 	}
 }

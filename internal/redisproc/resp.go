@@ -28,7 +28,8 @@ func Do(addr string, args ...string) (string, error) {
 	return do(context.Background(), addr, replyCap, args)
 }
 
-// DoContext is Do bounded by ctx as well.
+// DoContext is Do bounded by ctx's deadline as well, connecting and the
+// handshake included.
 func DoContext(ctx context.Context, addr string, args ...string) (string, error) {
 	return do(ctx, addr, replyCap, args)
 }
@@ -85,6 +86,12 @@ func do(ctx context.Context, addr string, wait time.Duration, args []string) (st
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	// Connecting and the handshake do not see ctx: give them what is left
+	// of it (ctx has a deadline now).
+	dl, _ := ctx.Deadline()
+	if wait = time.Until(dl); wait <= 0 {
+		return "", fmt.Errorf("redisproc: %s on %s: %w", args[0], addr, context.DeadlineExceeded)
+	}
 	c, err := Client(addr, wait)
 	if err != nil {
 		return "", err

@@ -1,18 +1,19 @@
-// Package redisproc starts real redis-server processes on free loopback
-// ports, with persistence off, and stops them: one server (Start), a Redis
-// Cluster of 3 primaries and 3 replicas (NewCluster), or a Sentinel
-// deployment (NewSentinel). Tests reach it through internal/testredis,
-// which adds testing.TB wrappers and a fault proxy; the demo and the
-// benchmarks use it directly.
+// Package redisproc launches one redis-server process on a free loopback
+// port, with persistence off, and stops it. It is the launcher the demo,
+// the benchmarks (bench) and the test harness (internal/testredis, which
+// builds its Cluster and Sentinel deployments out of it) share. It imports
+// no test code, so a program can link it.
 //
-// Every process gets a parent-death signal on Linux, so it dies with the
-// process that started it, even one killed with SIGKILL. A server's log
-// goes to memory (the last few kilobytes, shown in start errors), never
-// to a file.
+// The process gets a parent-death signal on Linux, so it dies with the
+// process that started it, even one killed with SIGKILL. Its log goes to
+// memory (the last few kilobytes, shown in start errors), never to a file.
+// Start checks that the server answering on the chosen port is the one it
+// started, and tries another port when the port was taken meanwhile.
 //
-// Do and Ping talk to any address through rueidis, one fresh connection
-// per call, with every wait bounded: the tool to inspect a server without
-// the client under test, also while faults are injected.
+// Do, DoContext and Ping talk to any address through rueidis, one fresh
+// connection per call, with every wait bounded: the way to look at a
+// server without the client under test. ParseInfoInt reads a number out of
+// INFO's text.
 package redisproc
 
 import (
@@ -25,7 +26,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -51,6 +51,8 @@ type Option func(*config)
 
 type config struct {
 	bin     string
+	conf    string // "" unless confSet
+	confSet bool
 	dir     string
 	extra   []string
 	timeout time.Duration
@@ -58,6 +60,14 @@ type config struct {
 
 // WithBinary runs the redis-server at path instead of the one on PATH.
 func WithBinary(path string) Option { return func(c *config) { c.bin = path } }
+
+// WithConfigFile passes the config file at path as the server's first
+// argument. The command line's options (the defaults, then WithArgs')
+// override what it sets, port and persistence included. A sentinel needs
+// one (with WithArgs("--sentinel")), writable: it rewrites the file.
+func WithConfigFile(path string) Option {
+	return func(c *config) { c.conf, c.confSet = path, true }
+}
 
 // WithDir makes dir the server's working directory (created if missing),
 // where a replica keeps the copy it syncs and a cluster node its
@@ -87,6 +97,13 @@ func newConfig(opts []Option) (*config, error) {
 	}
 	if c.timeout <= 0 {
 		return nil, fmt.Errorf("redisproc: start timeout must be positive, got %v: %w", c.timeout, ErrInvalidOption)
+	}
+	if c.confSet && (c.conf == "" || strings.HasPrefix(c.conf, "-")) {
+		// redis-server would read "-..." as an option, not a file.
+		return nil, fmt.Errorf("redisproc: config file must be a path not starting with '-', got %q: %w", c.conf, ErrInvalidOption)
+	}
+	if c.dir == "" {
+		c.dir = os.TempDir()
 	}
 	if c.bin == "" {
 		bin, err := LookPath()
@@ -138,39 +155,8 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.dir == "" {
-		c.dir = os.TempDir()
-	}
-	s, err := launch(ctx, c, func(port int) []string { return append(serverArgs(port, c.dir), c.extra...) })
-	if err != nil {
-		return nil, fmt.Errorf("redisproc: could not start redis-server: %w", err)
-	}
-	return s, nil
-}
-
-// serverArgs is the command line every redis-server here starts with: a
-// loopback port, no persistence, the log on stdout (kept in memory), and a
-// replica's full sync starting at once (not after the default 5 s of
-// waiting for more replicas).
-func serverArgs(port int, dir string) []string {
-	return []string{
-		"--repl-diskless-sync-delay", "0",
-		"--port", strconv.Itoa(port),
-		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
-		"--protected-mode", "no",
-		"--daemonize", "no",
-		"--dir", dir,
-		"--logfile", "",
-	}
-}
-
-// launch starts a server in c.dir with the command line args gives for a
-// free port, trying other ports when one was taken meanwhile.
-func launch(ctx context.Context, c *config, args func(port int) []string) (*Server, error) {
 	if err := os.MkdirAll(c.dir, 0o755); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("redisproc: %w", err)
 	}
 	var lastErr error
 	for range portTry {
@@ -179,7 +165,7 @@ func launch(ctx context.Context, c *config, args func(port int) []string) (*Serv
 			return nil, err
 		}
 		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, bin: c.bin, timeout: c.timeout, log: &tail{max: logBytes}}
-		s.args = args(port)
+		s.args = commandLine(c, port)
 		if lastErr = s.start(ctx); lastErr == nil {
 			return s, nil
 		}
@@ -187,7 +173,30 @@ func launch(ctx context.Context, c *config, args func(port int) []string) (*Serv
 			break
 		}
 	}
-	return nil, lastErr
+	return nil, fmt.Errorf("redisproc: could not start redis-server: %w", lastErr)
+}
+
+// commandLine is the server's arguments: the config file if any, then a
+// loopback port, no persistence, the log on stdout (kept in memory), a
+// replica's full sync starting at once (not after the default 5 s of
+// waiting for more replicas), then WithArgs'.
+func commandLine(c *config, port int) []string {
+	var args []string
+	if c.conf != "" {
+		args = append(args, c.conf)
+	}
+	args = append(args,
+		"--repl-diskless-sync-delay", "0",
+		"--port", strconv.Itoa(port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--protected-mode", "no",
+		"--daemonize", "no",
+		"--dir", c.dir,
+		"--logfile", "",
+	)
+	return append(args, c.extra...)
 }
 
 // FreePort asks the kernel for a free TCP port on 127.0.0.1.
@@ -227,7 +236,7 @@ func (s *Server) start(ctx context.Context) error {
 			// The port was free when chosen, but another server may have
 			// taken it since: then ours failed to bind, and the PONG is
 			// someone else's. Only our own process will do.
-			if pid, err := processID(s.Addr); err != nil || pid != cmd.Process.Pid {
+			if pid, err := processID(s.Addr); err != nil || pid != int64(cmd.Process.Pid) {
 				p.kill()
 				return fmt.Errorf("port %d answered by another redis-server (pid %d, ours %d, %v)", s.Port, pid, cmd.Process.Pid, err)
 			}
@@ -257,17 +266,12 @@ func (p *process) kill() {
 }
 
 // processID returns the process_id INFO server reports at addr.
-func processID(addr string) (int, error) {
+func processID(addr string) (int64, error) {
 	info, err := Do(addr, "INFO", "server")
 	if err != nil {
 		return 0, err
 	}
-	for line := range strings.SplitSeq(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "process_id:"); ok {
-			return strconv.Atoi(v)
-		}
-	}
-	return 0, errors.New("no process_id in INFO server")
+	return ParseInfoInt(info, "process_id")
 }
 
 // PID returns the process id of the running server, 0 once it was killed.
@@ -291,6 +295,22 @@ func (s *Server) Running() bool {
 // Log returns the end of what the server logged.
 func (s *Server) Log() string { return s.log.String() }
 
+// Signal sends sig to the server's process; once the server was killed it
+// sends nothing and returns nil. It never reaches another process that
+// took over the pid: Kill cannot reap the process meanwhile, and a process
+// that exited by itself gives os.ErrProcessDone.
+func (s *Server) Signal(sig os.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return nil
+	}
+	if err := s.proc.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("redisproc: signal %v to %s: %w", sig, s.Addr, err)
+	}
+	return nil
+}
+
 // Kill ends the server with SIGKILL, as a crash would, waits until the
 // process is reaped and its port stops answering. Data and script cache
 // are gone (no persistence). It is safe to call more than once.
@@ -311,9 +331,9 @@ func (s *Server) Kill() {
 // Stop is Kill.
 func (s *Server) Stop() { s.Kill() }
 
-// StartAgain starts the server again on its port, empty (no data, no
-// scripts), killing it first if it runs. It retries while the kernel holds
-// the port, for up to 30 s.
+// StartAgain starts the server again on its port with the same command
+// line, empty (no data, no scripts), killing it first if it runs. It
+// retries while the kernel holds the port, for up to 30 s.
 func (s *Server) StartAgain(ctx context.Context) error {
 	s.Kill()
 	var lastErr error
@@ -325,22 +345,6 @@ func (s *Server) StartAgain(ctx context.Context) error {
 			return fmt.Errorf("redisproc: restart on %s, retried for %v: %w", s.Addr, portCap, lastErr)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// TB is the part of testing.TB that Restart uses (this package does not
-// import testing, so that programs can use it).
-type TB interface {
-	Helper()
-	Fatalf(format string, args ...any)
-}
-
-// Restart is StartAgain for a test: it fails tb when the server does not
-// come back.
-func (s *Server) Restart(tb TB) {
-	tb.Helper()
-	if err := s.StartAgain(context.Background()); err != nil {
-		tb.Fatalf("%v", err)
 	}
 }
 
@@ -365,24 +369,4 @@ func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return strings.TrimSpace(string(t.b))
-}
-
-// Freeze stops the server's process (SIGSTOP): connections stay open and
-// accept bytes, nothing is answered, as on a host that stalls. Thaw
-// resumes it. Both are no-ops once the server was killed.
-func (s *Server) Freeze() error { return s.signal(syscall.SIGSTOP) }
-
-// Thaw resumes a server stopped by Freeze (SIGCONT).
-func (s *Server) Thaw() error { return s.signal(syscall.SIGCONT) }
-
-func (s *Server) signal(sig syscall.Signal) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return nil
-	}
-	if err := s.proc.cmd.Process.Signal(sig); err != nil {
-		return fmt.Errorf("redisproc: signal %v to %s: %w", sig, s.Addr, err)
-	}
-	return nil
 }

@@ -22,5 +22,5 @@ func StartMain(extra ...string) (srv *Server, stop func(), err error) {
 		os.RemoveAll(dir)
 		return nil, nil, fmt.Errorf("testredis: %w", err)
 	}
-	return s, func() { s.Stop(); os.RemoveAll(dir) }, nil
+	return &Server{s}, func() { s.Stop(); os.RemoveAll(dir) }, nil
 }

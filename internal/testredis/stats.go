@@ -1,10 +1,12 @@
-package redisproc
+package testredis
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/redisproc"
 )
 
 // WaitReplicated waits until s's first replica has acknowledged
@@ -20,12 +22,12 @@ func (s *Server) WaitReplicated(timeout time.Duration) error {
 			return err
 		}
 		var master, replica string
-		for _, line := range strings.Split(info, "\r\n") {
+		for line := range strings.SplitSeq(info, "\r\n") {
 			if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
 				master = v
 			}
 			if v, ok := strings.CutPrefix(line, "slave0:"); ok {
-				for _, kv := range strings.Split(v, ",") {
+				for kv := range strings.SplitSeq(v, ",") {
 					if o, ok := strings.CutPrefix(kv, "offset="); ok {
 						replica = o
 					}
@@ -37,7 +39,7 @@ func (s *Server) WaitReplicated(timeout time.Duration) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return fmt.Errorf("redisproc: the write did not reach %s's replica within %v:\n%s", s.Addr, timeout, info)
+	return fmt.Errorf("testredis: the write did not reach %s's replica within %v:\n%s", s.Addr, timeout, info)
 }
 
 // CommandCalls returns how many times the server has run each command
@@ -53,17 +55,17 @@ func (s *Server) CommandCalls() (map[string]int64, error) {
 		return nil, err
 	}
 	m := map[string]int64{}
-	for _, line := range strings.Split(info, "\n") {
+	for line := range strings.SplitSeq(info, "\n") {
 		line = strings.TrimSpace(line)
 		name, rest, ok := strings.Cut(line, ":")
 		if !ok || !strings.HasPrefix(name, "cmdstat_") {
 			continue
 		}
-		for _, f := range strings.Split(rest, ",") {
+		for f := range strings.SplitSeq(rest, ",") {
 			if v, ok := strings.CutPrefix(f, "calls="); ok {
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil {
-					return nil, fmt.Errorf("redisproc: commandstats %q: %w", line, err)
+					return nil, fmt.Errorf("testredis: commandstats %q: %w", line, err)
 				}
 				m[strings.TrimPrefix(name, "cmdstat_")] = n
 			}
@@ -90,7 +92,7 @@ func (s *Server) Time() (int64, error) {
 	sec, err1 := strconv.ParseInt(secs, 10, 64)
 	usec, err2 := strconv.ParseInt(usecs, 10, 64)
 	if !ok || err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("redisproc: TIME: unexpected reply %q", r)
+		return 0, fmt.Errorf("testredis: TIME: unexpected reply %q", r)
 	}
 	return sec*1_000_000 + usec, nil
 }
@@ -102,26 +104,11 @@ func (s *Server) InfoInt(section, field string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := ParseInfoInt(info, field)
+	n, err := redisproc.ParseInfoInt(info, field)
 	if err != nil {
-		return 0, fmt.Errorf("redisproc: INFO %s of %s: %w", section, s.Addr, err)
+		return 0, fmt.Errorf("testredis: INFO %s of %s: %w", section, s.Addr, err)
 	}
 	return n, nil
-}
-
-// ParseInfoInt returns the integer field of info, the text of an INFO reply,
-// for callers that read INFO through a client of their own.
-func ParseInfoInt(info, field string) (int64, error) {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("%q: %w", line, err)
-			}
-			return n, nil
-		}
-	}
-	return 0, fmt.Errorf("no %s", field)
 }
 
 // CPU returns the CPU time, user and system, the server has used (INFO
@@ -132,12 +119,12 @@ func (s *Server) CPU() (time.Duration, error) {
 		return 0, err
 	}
 	var total float64
-	for _, line := range strings.Split(info, "\n") {
+	for line := range strings.SplitSeq(info, "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				return 0, fmt.Errorf("redisproc: INFO cpu: %q: %w", line, err)
+				return 0, fmt.Errorf("testredis: INFO cpu: %q: %w", line, err)
 			}
 			total += f
 		}
