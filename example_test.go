@@ -93,7 +93,7 @@ func ExampleLimiter_AllowN() {
 	// true 5
 	// false 5 300ms
 	// true 0
-	// ratewarden: cost 21 exceeds the capacity 20 of limit 10/1s burst 20 token_bucket; it could never be admitted: invalid cost
+	// ratewarden: cost 21 exceeds the capacity 20 of limit 10/1s burst 20; it could never be admitted: invalid cost
 }
 
 func ExampleLimiter_AllowAll() {
@@ -111,9 +111,9 @@ func ExampleLimiter_AllowAll() {
 			d.Allowed, b.Limit, b.Remaining, b.RetryAfter, d.Results[1].Remaining)
 	}
 	// Output:
-	// allowed=true binding=2/1s token_bucket remaining=1 retry=0s daily remaining=999
-	// allowed=true binding=2/1s token_bucket remaining=0 retry=0s daily remaining=998
-	// allowed=false binding=2/1s token_bucket remaining=0 retry=500ms daily remaining=998
+	// allowed=true binding=2/1s remaining=1 retry=0s daily remaining=999
+	// allowed=true binding=2/1s remaining=0 retry=0s daily remaining=998
+	// allowed=false binding=2/1s remaining=0 retry=500ms daily remaining=998
 }
 
 func ExampleLimiter_Peek() {
@@ -162,7 +162,7 @@ func ExampleLimiter_Reset() {
 }
 
 func ExampleParseLimit() {
-	for _, s := range []string{"100/1m", "10/s token_bucket burst 20", "5/1500ms fixed_window", "100/1w"} {
+	for _, s := range []string{"100/1m", "10/s burst 20", "5/1500ms fixed_window", "100/1w"} {
 		l, err := ratewarden.ParseLimit(s)
 		if err != nil {
 			fmt.Println(err)
@@ -171,23 +171,23 @@ func ExampleParseLimit() {
 		fmt.Printf("%q: %d per %v, %v, capacity %d\n", l.String(), l.Rate, l.Period, l.Algorithm, l.Capacity())
 	}
 	// Output:
-	// "100/1m": 100 per 1m0s, sliding_window, capacity 100
-	// "10/1s burst 20 token_bucket": 10 per 1s, token_bucket, capacity 20
+	// "100/1m": 100 per 1m0s, token_bucket, capacity 100
+	// "10/1s burst 20": 10 per 1s, token_bucket, capacity 20
 	// "5/1500ms fixed_window": 5 per 1.5s, fixed_window, capacity 5
 	// ratewarden: period "1w": unknown unit "w" (want ms, s, m, h or d): invalid limit
 }
 
 func ExampleLimit_String() {
 	fmt.Println(ratewarden.PerMinute(100))
-	fmt.Println(ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20})
+	fmt.Println(ratewarden.Limit{Rate: 10, Period: time.Second, Burst: 20})
 	fmt.Println(ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 5, Period: 90 * time.Second})
 	fmt.Println(ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 1, Period: 48 * time.Hour})
 	fmt.Println(ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 5, Period: time.Minute})
 	// Output:
 	// 100/1m
-	// 10/1s burst 20 token_bucket
+	// 10/1s burst 20
 	// 5/90s fixed_window
-	// 1/2d
+	// 1/2d sliding_log
 	// 5/1m sliding_window
 }
 
@@ -204,12 +204,14 @@ func ExampleLimit_Validate() {
 // The helpers pick DefaultAlgorithm: exact sliding_log below 100 per
 // period, sliding_window from there.
 func ExamplePerMinute() {
+	// One algorithm at every rate: the scope, and so the key, stays when the
+	// rate changes.
 	for _, l := range []ratewarden.Limit{ratewarden.PerMinute(60), ratewarden.PerMinute(1000)} {
 		fmt.Println(l, l.Algorithm, l.Scope())
 	}
 	// Output:
-	// 60/1m sliding_log sliding_log:1m
-	// 1000/1m sliding_window sliding_window:1m
+	// 60/1m token_bucket token_bucket:1m
+	// 1000/1m token_bucket token_bucket:1m
 }
 
 func ExampleDecision_Binding() {

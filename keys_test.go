@@ -101,7 +101,7 @@ func TestAllowKeysBadInputCallsNoStore(t *testing.T) {
 		{"empty key", []ratewarden.KeyCheck{{Key: "a", Limits: []ratewarden.Limit{good}, Cost: 1}, {Limits: []ratewarden.Limit{good}, Cost: 1}}, ratewarden.ErrInvalidKey, "checks[1]: key must not be empty"},
 		{"no limits", []ratewarden.KeyCheck{{Key: "a", Cost: 1}}, ratewarden.ErrInvalidLimit, "checks[0]: no limits given"},
 		{"bad limit", []ratewarden.KeyCheck{{Key: "a", Limits: []ratewarden.Limit{good}}, {Key: "b", Limits: []ratewarden.Limit{{Rate: 1}}}}, ratewarden.ErrInvalidLimit, "checks[1]: period must be > 0"},
-		{"same scope", []ratewarden.KeyCheck{{Key: "a", Limits: []ratewarden.Limit{good, hourly(9)}}}, ratewarden.ErrInvalidLimit, "checks[0]: limits[0] (5/1h) and limits[1] (9/1h) share the scope"},
+		{"same scope", []ratewarden.KeyCheck{{Key: "a", Limits: []ratewarden.Limit{good, hourly(9)}}}, ratewarden.ErrInvalidLimit, "checks[0]: limits[0] (5/1h sliding_log) and limits[1] (9/1h sliding_log) share the scope"},
 		{"cost over capacity", []ratewarden.KeyCheck{{Key: "a", Limits: []ratewarden.Limit{good}, Cost: 6}}, ratewarden.ErrInvalidCost, "checks[0]: cost 6 exceeds the capacity 5"},
 		{"negative cost", []ratewarden.KeyCheck{{Key: "a", Limits: []ratewarden.Limit{good}, Cost: 1}, {Key: "a", Limits: []ratewarden.Limit{good}, Cost: -1, Shadow: true}}, ratewarden.ErrInvalidCost, "checks[1]: cost must be >= 0"},
 		{"Via not from New", []ratewarden.KeyCheck{{Key: "a", Limits: []ratewarden.Limit{good}, Via: &zero}}, ratewarden.ErrInvalidConfig, "checks[0]: Via"},

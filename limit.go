@@ -8,29 +8,34 @@ import (
 	"time"
 )
 
-// Algorithm selects how a Limit counts. The zero value is SlidingWindow;
-// a Limit made without naming one (PerMinute, ParseLimit("5/1m"), the
-// service's config) gets DefaultAlgorithm(rate) instead.
+// Algorithm selects how a Limit counts. The zero value, TokenBucket, is
+// the default: a Limit that names no algorithm (the zero value of the
+// field, PerMinute, ParseLimit("5/1m"), a service policy "5/1m") is a
+// token bucket, whatever its rate, so changing a rate never changes the
+// algorithm, the key or the state. docs/algorithms.md compares the four.
 type Algorithm uint8
 
 const (
+	// TokenBucket is GCRA: one timestamp per key. The bucket holds Burst
+	// tokens (Rate when Burst is 0) and refills at Rate per Period, so it
+	// admits a full bucket at once and then Rate per Period, exactly: at
+	// most Capacity + Rate × t / Period units in any span of length t. The
+	// default.
+	TokenBucket Algorithm = iota
 	// SlidingWindow weighs the previous fixed window's count by how much
 	// of it still overlaps the sliding window, plus the current window's
 	// count: O(1) state, smooth, and an approximation of a true sliding
 	// window (it assumes the previous window's requests were evenly spread).
 	// Under steady traffic at or above the rate it admits Rate − 1 per
 	// window, not Rate: the last unit of the previous window still weighs
-	// 1 (rounded up) until the window ends. That loses under 1% from a rate
-	// of DefaultWindowRate, which is why it is the default only from there.
-	SlidingWindow Algorithm = iota
+	// 1 (rounded up) until the window ends, which is more than 1% below a
+	// rate of 100.
+	SlidingWindow
 	// FixedWindow counts requests in epoch-aligned windows of Period
 	// (for 1m: 12:00:00–12:00:59.999999). Exact and cheapest, but a client
 	// can send Rate at the end of one window and Rate at the start of the
 	// next.
 	FixedWindow
-	// TokenBucket is GCRA: one timestamp per key. The bucket holds Burst
-	// tokens (Rate when Burst is 0) and refills at Rate per Period.
-	TokenBucket
 	// SlidingLog records each admitted unit with its timestamp: an exact
 	// sliding window, at the price of memory proportional to Rate (capped
 	// at MaxLogRate).
@@ -39,26 +44,13 @@ const (
 	numAlgorithms
 )
 
-// DefaultWindowRate is the smallest Rate for which DefaultAlgorithm is
-// SlidingWindow; below it, SlidingLog.
-const DefaultWindowRate = 100
+// DefaultAlgorithm is the algorithm of a Limit that names none: the zero
+// Algorithm.
+const DefaultAlgorithm = TokenBucket
 
-// DefaultAlgorithm is the algorithm of a Limit that names none: SlidingLog
-// (exact, at most Rate units in any span of Period, one log entry per unit)
-// for rates below DefaultWindowRate, where SlidingWindow's one lost unit
-// per window would be more than 1% ("5/1m" would admit 4 per minute);
-// SlidingWindow (O(1) state, at least 99% of Rate under steady traffic)
-// from DefaultWindowRate on.
-func DefaultAlgorithm(rate int64) Algorithm {
-	if rate < DefaultWindowRate {
-		return SlidingLog
-	}
-	return SlidingWindow
-}
+var algorithmNames = [numAlgorithms]string{"token_bucket", "sliding_window", "fixed_window", "sliding_log"}
 
-var algorithmNames = [numAlgorithms]string{"sliding_window", "fixed_window", "token_bucket", "sliding_log"}
-
-// String returns sliding_window, fixed_window, token_bucket or sliding_log.
+// String returns token_bucket, sliding_window, fixed_window or sliding_log.
 func (a Algorithm) String() string {
 	if a < numAlgorithms {
 		return algorithmNames[a]
@@ -114,15 +106,18 @@ const (
 
 // Limit is a rate: Rate units per Period, counted by Algorithm.
 //
-// The zero Limit is invalid. Use the PerSecond, PerMinute, PerHour and
-// PerDay helpers for the default algorithm (DefaultAlgorithm), or fill the
-// struct, naming the algorithm (its zero value is SlidingWindow):
+// The zero Limit is invalid (its Rate is 0). The PerSecond, PerMinute,
+// PerHour and PerDay helpers, ParseLimit without an algorithm and a struct
+// that leaves Algorithm out all make a TokenBucket with Burst equal to
+// Rate; name another algorithm to get it:
 //
-//	ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}
+//	ratewarden.Limit{Rate: 10, Period: time.Second, Burst: 20} // token bucket, burst 20
+//	ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 5, Period: time.Minute}
 type Limit struct {
 	Algorithm Algorithm
 	// Rate is the number of units admitted per Period; 1 to MaxRate
-	// (MaxLogRate for SlidingLog).
+	// (MaxLogRate for SlidingLog; for TokenBucket at most one per
+	// microsecond of Period).
 	Rate int64
 	// Period is the window length (or, for TokenBucket, the time to refill
 	// Rate tokens): a whole number of milliseconds from MinPeriod to MaxPeriod.
@@ -132,21 +127,17 @@ type Limit struct {
 	Burst int64
 }
 
-// PerSecond returns a limit of n per second with DefaultAlgorithm(n).
-func PerSecond(n int64) Limit { return per(n, time.Second) }
+// PerSecond returns a limit of n per second, a TokenBucket of burst n.
+func PerSecond(n int64) Limit { return Limit{Rate: n, Period: time.Second} }
 
-// PerMinute returns a limit of n per minute with DefaultAlgorithm(n).
-func PerMinute(n int64) Limit { return per(n, time.Minute) }
+// PerMinute returns a limit of n per minute, a TokenBucket of burst n.
+func PerMinute(n int64) Limit { return Limit{Rate: n, Period: time.Minute} }
 
-// PerHour returns a limit of n per hour with DefaultAlgorithm(n).
-func PerHour(n int64) Limit { return per(n, time.Hour) }
+// PerHour returns a limit of n per hour, a TokenBucket of burst n.
+func PerHour(n int64) Limit { return Limit{Rate: n, Period: time.Hour} }
 
-// PerDay returns a limit of n per day (24h) with DefaultAlgorithm(n).
-func PerDay(n int64) Limit { return per(n, 24*time.Hour) }
-
-func per(n int64, period time.Duration) Limit {
-	return Limit{Algorithm: DefaultAlgorithm(n), Rate: n, Period: period}
-}
+// PerDay returns a limit of n per day (24h), a TokenBucket of burst n.
+func PerDay(n int64) Limit { return Limit{Rate: n, Period: 24 * time.Hour} }
 
 // Capacity is the largest cost a single request can have: Burst (or Rate
 // when Burst is 0) for TokenBucket, Rate otherwise.
@@ -160,75 +151,101 @@ func (l Limit) Capacity() int64 {
 // Validate reports the first problem with l, as an error wrapping
 // ErrInvalidLimit that names the field.
 func (l Limit) Validate() error {
-	if p := l.problem(); p != "" {
-		return fmt.Errorf("ratewarden: %s: %w", p, ErrInvalidLimit)
+	if f := l.fault(); f != valid {
+		return fmt.Errorf("ratewarden: %s: %w", f.describe(l), ErrInvalidLimit)
 	}
 	return nil
 }
 
-// problem describes the first problem with l, or is empty when l is valid.
-func (l Limit) problem() string {
-	if l.common() {
-		return ""
-	}
-	return l.fullProblem()
-}
+// fault names the first rule of a valid Limit that l breaks. The rules are
+// written once, in fault, in the order Validate reports them; the hot
+// path compares fault's result and only describe formats a message.
+type fault uint8
 
-// fullProblem is problem without the shortcut.
-func (l Limit) fullProblem() string {
+const (
+	valid fault = iota
+	badAlgorithm
+	rateNotPositive
+	rateTooHigh
+	logRateTooHigh
+	periodNotPositive
+	periodTooShort
+	periodNotWholeMs
+	periodTooLong
+	burstNegative
+	burstNotBucket
+	burstTooHigh
+	bucketTooFast
+	bucketRefillTooLong
+)
+
+// fault returns the first rule l breaks, or valid.
+func (l Limit) fault() fault {
 	switch {
 	case l.Algorithm >= numAlgorithms:
-		return fmt.Sprintf("unknown algorithm %d", l.Algorithm)
+		return badAlgorithm
 	case l.Rate <= 0:
-		return fmt.Sprintf("rate must be > 0, got %d", l.Rate)
+		return rateNotPositive
 	case l.Rate > MaxRate:
-		return fmt.Sprintf("rate must be <= %d, got %d", int64(MaxRate), l.Rate)
+		return rateTooHigh
 	case l.Algorithm == SlidingLog && l.Rate > MaxLogRate:
-		return fmt.Sprintf("rate of a sliding_log limit must be <= %d (memory per key), got %d", MaxLogRate, l.Rate)
+		return logRateTooHigh
 	case l.Period <= 0:
-		return fmt.Sprintf("period must be > 0, got %v", l.Period)
+		return periodNotPositive
 	case l.Period < MinPeriod:
-		return fmt.Sprintf("period must be at least %v, got %v", MinPeriod, l.Period)
+		return periodTooShort
 	case l.Period%time.Millisecond != 0:
-		return fmt.Sprintf("period must be a whole number of milliseconds, got %v", l.Period)
+		return periodNotWholeMs
 	case l.Period > MaxPeriod:
-		return fmt.Sprintf("period must be at most %v, got %v", MaxPeriod, l.Period)
+		return periodTooLong
 	case l.Burst < 0:
-		return fmt.Sprintf("burst must be >= 0, got %d", l.Burst)
+		return burstNegative
 	case l.Burst > 0 && l.Algorithm != TokenBucket:
-		return fmt.Sprintf("burst applies only to token_bucket, got burst %d with %s", l.Burst, l.Algorithm)
+		return burstNotBucket
 	case l.Burst > MaxRate:
-		return fmt.Sprintf("burst must be <= %d, got %d", int64(MaxRate), l.Burst)
+		return burstTooHigh
 	case l.Algorithm == TokenBucket && l.Rate > l.Period.Microseconds():
-		return fmt.Sprintf("rate of a token_bucket limit must be at most one per microsecond, got %d per %v", l.Rate, l.Period)
-	case l.Algorithm == TokenBucket && refillExceeds(l.Capacity(), l.Period, l.Rate, MaxPeriod):
+		return bucketTooFast
+	case l.Algorithm == TokenBucket && l.Burst > 0 && refillExceeds(l.Burst, l.Period, l.Rate, MaxPeriod):
 		// The refill time is the key's TTL; bounding it like a period keeps
-		// every instant exact in Lua's doubles.
+		// every instant exact in Lua's doubles. Without a Burst it is the
+		// Period.
+		return bucketRefillTooLong
+	}
+	return valid
+}
+
+// describe says what is wrong with l, which breaks rule f.
+func (f fault) describe(l Limit) string {
+	switch f {
+	case badAlgorithm:
+		return fmt.Sprintf("unknown algorithm %d", l.Algorithm)
+	case rateNotPositive:
+		return fmt.Sprintf("rate must be > 0, got %d", l.Rate)
+	case rateTooHigh:
+		return fmt.Sprintf("rate must be <= %d, got %d", int64(MaxRate), l.Rate)
+	case logRateTooHigh:
+		return fmt.Sprintf("rate of a sliding_log limit must be <= %d (memory per key), got %d", MaxLogRate, l.Rate)
+	case periodNotPositive:
+		return fmt.Sprintf("period must be > 0, got %v", l.Period)
+	case periodTooShort:
+		return fmt.Sprintf("period must be at least %v, got %v", MinPeriod, l.Period)
+	case periodNotWholeMs:
+		return fmt.Sprintf("period must be a whole number of milliseconds, got %v", l.Period)
+	case periodTooLong:
+		return fmt.Sprintf("period must be at most %v, got %v", MaxPeriod, l.Period)
+	case burstNegative:
+		return fmt.Sprintf("burst must be >= 0, got %d", l.Burst)
+	case burstNotBucket:
+		return fmt.Sprintf("burst applies only to token_bucket, got burst %d with %s", l.Burst, l.Algorithm)
+	case burstTooHigh:
+		return fmt.Sprintf("burst must be <= %d, got %d", int64(MaxRate), l.Burst)
+	case bucketTooFast:
+		return fmt.Sprintf("rate of a token_bucket limit must be at most one per microsecond, got %d per %v (name a window algorithm for more, e.g. \"%d/%s %s\")", l.Rate, l.Period, l.Rate, formatPeriod(l.Period), FixedWindow)
+	case bucketRefillTooLong:
 		return fmt.Sprintf("burst × period / rate of a token_bucket limit (the time to refill a full bucket) must be at most %v, got burst %d, %d per %v", MaxPeriod, l.Capacity(), l.Rate, l.Period)
 	}
-	return ""
-}
-
-// common reports, in a few comparisons, that l is a valid limit of the
-// usual shape: a rate up to MaxLogRate per whole milliseconds up to a
-// day, no Burst, and for a TokenBucket at most one unit per µs (its
-// refill time is then its period). problem checks everything else.
-func (l Limit) common() bool {
-	return l.Algorithm < numAlgorithms && l.Rate > 0 && l.Rate <= MaxLogRate && l.Burst == 0 &&
-		l.Period >= MinPeriod && l.Period <= 24*time.Hour && l.Period%time.Millisecond == 0 &&
-		(l.Algorithm != TokenBucket || l.Rate <= l.Period.Microseconds())
-}
-
-// valid reports whether l is valid, as problem does but without describing
-// the problem: one expression of the same conditions, so that a check
-// tests a limit in one call (problem takes up to three) and asks problem
-// only for the message.
-func (l Limit) valid() bool {
-	return l.Algorithm < numAlgorithms && l.Rate > 0 && l.Rate <= MaxRate &&
-		(l.Algorithm != SlidingLog || l.Rate <= MaxLogRate) &&
-		l.Period >= MinPeriod && l.Period <= MaxPeriod && l.Period%time.Millisecond == 0 &&
-		l.Burst >= 0 && l.Burst <= MaxRate && (l.Burst == 0 || l.Algorithm == TokenBucket) &&
-		(l.Algorithm != TokenBucket || l.Rate <= l.Period.Microseconds() && !refillExceeds(l.Capacity(), l.Period, l.Rate, MaxPeriod))
+	return "valid"
 }
 
 // refillExceeds reports whether capacity × period / rate > bound, exactly
@@ -253,9 +270,9 @@ func (l Limit) Scope() string {
 //
 // where <period> is a count and a unit (ms, s, m, h, d), the largest unit
 // that divides the period; the burst appears when non-zero and the algorithm
-// when it is not DefaultAlgorithm(Rate). Examples: "100/1m" (sliding_window),
-// "5/1m" (sliding_log), "5/1m sliding_window", "10/1s burst 20 token_bucket",
-// "5/1500ms fixed_window".
+// when it is not DefaultAlgorithm. Examples: "100/1m" (token_bucket),
+// "10/1s burst 20" (token_bucket), "5/1m sliding_log", "100/1m
+// sliding_window", "5/1500ms fixed_window".
 func (l Limit) String() string {
 	var b strings.Builder
 	b.WriteString(strconv.FormatInt(l.Rate, 10))
@@ -265,7 +282,7 @@ func (l Limit) String() string {
 		b.WriteString(" burst ")
 		b.WriteString(strconv.FormatInt(l.Burst, 10))
 	}
-	if l.Algorithm != DefaultAlgorithm(l.Rate) {
+	if l.Algorithm != DefaultAlgorithm {
 		b.WriteByte(' ')
 		b.WriteString(l.Algorithm.String())
 	}
@@ -296,9 +313,9 @@ func formatPeriod(d time.Duration) string {
 //	period    = [ decimal integer ] unit        ; "1m", "30s", "m" (= 1m)
 //	unit      = "ms" | "s" | "m" | "h" | "d"    ; d is 24h
 //	option    = "burst" decimal integer | algorithm
-//	algorithm = "sliding_window" | "fixed_window" | "token_bucket" | "sliding_log"
+//	algorithm = "token_bucket" | "sliding_window" | "fixed_window" | "sliding_log"
 //
-// Without an algorithm the limit gets DefaultAlgorithm(rate).
+// Without an algorithm the limit is a TokenBucket (DefaultAlgorithm).
 // ParseLimit(l.String()) == l for every valid l.
 func ParseLimit(s string) (Limit, error) {
 	fields := strings.Fields(s)
@@ -314,7 +331,7 @@ func ParseLimit(s string) (Limit, error) {
 	if err != nil {
 		return Limit{}, fmt.Errorf("ratewarden: rate %q: %v: %w", rateStr, err, ErrInvalidLimit)
 	}
-	l.Rate, l.Algorithm = rate, DefaultAlgorithm(rate)
+	l.Rate = rate
 	if l.Period, err = parsePeriod(periodStr); err != nil {
 		return Limit{}, fmt.Errorf("ratewarden: period %q: %v: %w", periodStr, err, ErrInvalidLimit)
 	}

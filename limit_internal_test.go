@@ -1,75 +1,65 @@
 package ratewarden
 
 import (
-	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
 
-// TestCommonShortcut: the shortcut Validate takes for limits of the usual
-// shape accepts only limits the full check accepts too.
-func TestCommonShortcut(t *testing.T) {
-	rates := []int64{-1, 0, 1, 999, 1000, 1001, MaxLogRate, MaxLogRate + 1}
-	periods := []time.Duration{0, time.Microsecond, 999 * time.Microsecond, time.Millisecond, 1500 * time.Microsecond, time.Second, 24 * time.Hour, 24*time.Hour + time.Millisecond}
-	bursts := []int64{-1, 0, 1, 5000}
-	common := 0
-	for alg := range numAlgorithms + 1 {
-		for _, r := range rates {
-			for _, p := range periods {
-				for _, b := range bursts {
-					l := Limit{Algorithm: alg, Rate: r, Period: p, Burst: b}
-					if !l.common() {
-						continue
-					}
-					common++
-					if p := l.fullProblem(); p != "" {
-						t.Errorf("%+v: the shortcut accepts it, the full check says %q", l, p)
-					}
-				}
+// TestEveryFaultReachable: one limit for each rule of a valid Limit,
+// broken in that rule alone, gets that fault, and Validate's message
+// names the field the rule is about. A rule that no limit can reach, or
+// two rules with one message, would show here.
+func TestEveryFaultReachable(t *testing.T) {
+	ok := Limit{Rate: 10, Period: time.Second}
+	cases := []struct {
+		l     Limit
+		want  fault
+		field string
+	}{
+		{ok, valid, ""},
+		{Limit{Algorithm: numAlgorithms, Rate: 10, Period: time.Second}, badAlgorithm, "algorithm"},
+		{Limit{Rate: 0, Period: time.Second}, rateNotPositive, "rate"},
+		{Limit{Algorithm: FixedWindow, Rate: MaxRate + 1, Period: time.Second}, rateTooHigh, "rate"},
+		{Limit{Algorithm: SlidingLog, Rate: MaxLogRate + 1, Period: time.Second}, logRateTooHigh, "sliding_log"},
+		{Limit{Rate: 10, Period: -time.Second}, periodNotPositive, "period"},
+		{Limit{Rate: 10, Period: time.Microsecond}, periodTooShort, "period"},
+		{Limit{Rate: 10, Period: 1500 * time.Microsecond}, periodNotWholeMs, "milliseconds"},
+		{Limit{Rate: 10, Period: MaxPeriod + time.Millisecond}, periodTooLong, "period"},
+		{Limit{Rate: 10, Period: time.Second, Burst: -1}, burstNegative, "burst"},
+		{Limit{Algorithm: FixedWindow, Rate: 10, Period: time.Second, Burst: 5}, burstNotBucket, "burst"},
+		{Limit{Rate: 10, Period: time.Second, Burst: MaxRate + 1}, burstTooHigh, "burst"},
+		{Limit{Rate: 2_000_000, Period: time.Second}, bucketTooFast, "microsecond"},
+		{Limit{Rate: 1, Period: time.Hour, Burst: 24*366 + 1}, bucketRefillTooLong, "refill"},
+	}
+	seen := map[string]fault{}
+	for _, tc := range cases {
+		if got := tc.l.fault(); got != tc.want {
+			t.Errorf("%+v: fault %d, want %d", tc.l, got, tc.want)
+			continue
+		}
+		err := tc.l.Validate()
+		if tc.want == valid {
+			if err != nil {
+				t.Errorf("%+v: %v, want valid", tc.l, err)
 			}
+			continue
 		}
+		if err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%+v: %v, want an error naming %q", tc.l, err, tc.field)
+			continue
+		}
+		msg := tc.want.describe(tc.l)
+		if f, dup := seen[msg]; dup {
+			t.Errorf("faults %d and %d say the same: %q", f, tc.want, msg)
+		}
+		seen[msg] = tc.want
 	}
-	if common == 0 {
-		t.Fatal("no limit took the shortcut")
+	if len(seen) != int(bucketRefillTooLong) {
+		t.Errorf("%d of %d faults reached", len(seen), bucketRefillTooLong)
 	}
-}
-
-// TestValidMatchesProblem: valid, the Limiter's one-expression test,
-// accepts exactly the limits problem finds nothing wrong with, over every
-// bound's edges and random limits.
-func TestValidMatchesProblem(t *testing.T) {
-	rates := []int64{-1, 0, 1, 999, 1000, 1001, MaxLogRate, MaxLogRate + 1, 1_000_000, MaxRate, MaxRate + 1}
-	periods := []time.Duration{-time.Millisecond, 0, time.Microsecond, 999 * time.Microsecond, time.Millisecond, 1500 * time.Microsecond,
-		time.Second, 24 * time.Hour, 24*time.Hour + time.Millisecond, MaxPeriod - time.Millisecond, MaxPeriod, MaxPeriod + time.Millisecond}
-	bursts := []int64{-1, 0, 1, 5000, 1_000_000_000, MaxRate, MaxRate + 1}
-	check := func(l Limit) {
-		t.Helper()
-		if p := l.problem(); l.valid() != (p == "") {
-			t.Errorf("%+v: valid() = %v, problem() = %q", l, l.valid(), p)
-		}
-	}
-	for alg := range numAlgorithms + 1 {
-		for _, r := range rates {
-			for _, p := range periods {
-				for _, b := range bursts {
-					check(Limit{Algorithm: alg, Rate: r, Period: p, Burst: b})
-				}
-			}
-		}
-	}
-	rng := rand.New(rand.NewPCG(3, 5))
-	for range 100_000 {
-		l := Limit{Algorithm: Algorithm(rng.IntN(int(numAlgorithms) + 1)), Rate: rng.Int64N(2*MaxRate) - 10,
-			Period: time.Duration(rng.Int64N(int64(MaxPeriod/time.Millisecond)+10)) * time.Millisecond}
-		if rng.IntN(4) == 0 {
-			l.Period += time.Duration(rng.Int64N(1000)) * time.Microsecond
-		}
-		if rng.IntN(2) == 0 {
-			l.Rate = 1 + rng.Int64N(int64(l.Period/time.Microsecond)+1)
-		}
-		if rng.IntN(2) == 0 {
-			l.Burst = rng.Int64N(4*max(l.Rate, 1)) - 1
-		}
-		check(l)
+	// A refill of exactly MaxPeriod is valid.
+	if l := (Limit{Rate: 1, Period: time.Hour, Burst: 24 * 366}); l.fault() != valid {
+		t.Errorf("%+v: fault %d, want valid (a refill of %v)", l, l.fault(), MaxPeriod)
 	}
 }

@@ -30,7 +30,7 @@ func TestValidate(t *testing.T) {
 		{"burst negative", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: sec, Burst: -1}, "burst must be >= 0, got -1"},
 		{"burst on fixed_window", ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: sec, Burst: 2}, "burst applies only to token_bucket, got burst 2 with fixed_window"},
 		{"burst too big", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: sec, Burst: ratewarden.MaxRate + 1}, "burst must be <= 1000000000000, got 1000000000001"},
-		{"token_bucket rate per µs", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1001, Period: time.Millisecond}, "rate of a token_bucket limit must be at most one per microsecond, got 1001 per 1ms"},
+		{"token_bucket rate per µs", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1001, Period: time.Millisecond}, "rate of a token_bucket limit must be at most one per microsecond, got 1001 per 1ms (name a window algorithm for more, e.g. \"1001/1ms fixed_window\")"},
 		{"token_bucket refill time", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: time.Hour, Burst: 8785}, "burst × period / rate of a token_bucket limit (the time to refill a full bucket) must be at most 8784h0m0s, got burst 8785, 1 per 1h0m0s"},
 	}
 	for _, tc := range tests {
@@ -45,7 +45,8 @@ func TestValidate(t *testing.T) {
 		})
 	}
 	for _, l := range []ratewarden.Limit{
-		ratewarden.PerSecond(1), ratewarden.PerDay(ratewarden.MaxRate),
+		ratewarden.PerSecond(1), ratewarden.PerDay(86_400_000_000), // one per µs
+		{Algorithm: ratewarden.FixedWindow, Rate: ratewarden.MaxRate, Period: 24 * time.Hour},
 		{Algorithm: ratewarden.SlidingLog, Rate: ratewarden.MaxLogRate, Period: ratewarden.MaxPeriod},
 		{Algorithm: ratewarden.TokenBucket, Rate: 1000, Period: ratewarden.MinPeriod, Burst: ratewarden.MaxRate},
 		{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: 1500 * time.Millisecond},
@@ -66,7 +67,7 @@ func TestHelpers(t *testing.T) {
 		{ratewarden.PerHour(3), time.Hour},
 		{ratewarden.PerDay(3), 24 * time.Hour},
 	} {
-		want := ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 3, Period: c.want} // DefaultAlgorithm(3)
+		want := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 3, Period: c.want} // DefaultAlgorithm
 		if c.got != want {
 			t.Errorf("got %#v, want %#v", c.got, want)
 		}
@@ -94,22 +95,24 @@ var parseTests = []struct {
 	str  string // canonical String form
 }{
 	{"100/1m", ratewarden.PerMinute(100), "100/1m"},
-	{"10/1s burst 20 token_bucket", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}, "10/1s burst 20 token_bucket"},
-	{"10/1s token_bucket burst 20", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}, "10/1s burst 20 token_bucket"},
+	{"10/1s burst 20 token_bucket", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}, "10/1s burst 20"},
+	{"10/1s token_bucket burst 20", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}, "10/1s burst 20"},
+	{"10/1s burst 20", ratewarden.Limit{Rate: 10, Period: time.Second, Burst: 20}, "10/1s burst 20"},
 	{"5/1500ms fixed_window", ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 5, Period: 1500 * time.Millisecond}, "5/1500ms fixed_window"},
 	{"1/m", ratewarden.PerMinute(1), "1/1m"},
 	{"3/60s", ratewarden.PerMinute(3), "3/1m"},
 	{"4/1000ms", ratewarden.PerSecond(4), "4/1s"},
 	{"1/24h", ratewarden.PerDay(1), "1/1d"},
-	{"7/90s", ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 7, Period: 90 * time.Second}, "7/90s"},
-	{"2/d sliding_log", ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 2, Period: 24 * time.Hour}, "2/1d"},
-	{"  9/2h \t sliding_window ", ratewarden.Limit{Rate: 9, Period: 2 * time.Hour}, "9/2h sliding_window"},
-	{"6/1ms token_bucket", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 6, Period: time.Millisecond}, "6/1ms token_bucket"},
-	{"1/366d", ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 1, Period: ratewarden.MaxPeriod}, "1/366d"},
-	// DefaultAlgorithm switches to sliding_window at DefaultWindowRate.
-	{"99/1m", ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 99, Period: time.Minute}, "99/1m"},
-	{"100/1m", ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 100, Period: time.Minute}, "100/1m"},
+	{"7/90s", ratewarden.Limit{Rate: 7, Period: 90 * time.Second}, "7/90s"},
+	{"2/d sliding_log", ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 2, Period: 24 * time.Hour}, "2/1d sliding_log"},
+	{"  9/2h \t sliding_window ", ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 9, Period: 2 * time.Hour}, "9/2h sliding_window"},
+	{"6/1ms token_bucket", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 6, Period: time.Millisecond}, "6/1ms"},
+	{"1/366d", ratewarden.Limit{Rate: 1, Period: ratewarden.MaxPeriod}, "1/366d"},
+	// One default at every rate: 99 and 100 are the same algorithm.
+	{"99/1m", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 99, Period: time.Minute}, "99/1m"},
+	{"100/1m", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 100, Period: time.Minute}, "100/1m"},
 	{"100/1m sliding_log", ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 100, Period: time.Minute}, "100/1m sliding_log"},
+	{"1000000/1s fixed_window", ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1_000_000, Period: time.Second}, "1000000/1s fixed_window"},
 }
 
 func TestParseLimit(t *testing.T) {
@@ -148,7 +151,8 @@ func TestParseLimitErrors(t *testing.T) {
 		{"100/1m banana", `unexpected "banana"`},
 		{"0/1m", "rate must be > 0, got 0"},
 		{"1/0s", "period must be > 0"},
-		{"1/1m burst 5", "burst applies only to token_bucket"},
+		{"1/1m burst 5 sliding_window", "burst applies only to token_bucket"},
+		{"2000000/1s", "rate of a token_bucket limit must be at most one per microsecond"},
 		{"20000/1s sliding_log", "rate of a sliding_log limit must be <= 10000"},
 	}
 	for _, tc := range tests {
@@ -201,7 +205,7 @@ func TestLimitText(t *testing.T) {
 		Alg   ratewarden.Algorithm `json:"alg"`
 	}
 	var c config
-	if err := json.Unmarshal([]byte(`{"limit":"10/1s burst 20 token_bucket","alg":"sliding_log"}`), &c); err != nil {
+	if err := json.Unmarshal([]byte(`{"limit":"10/1s burst 20","alg":"sliding_log"}`), &c); err != nil {
 		t.Fatal(err)
 	}
 	want := config{Limit: ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}, Alg: ratewarden.SlidingLog}
@@ -209,7 +213,7 @@ func TestLimitText(t *testing.T) {
 		t.Fatalf("unmarshalled %#v, want %#v", c, want)
 	}
 	b, err := json.Marshal(c)
-	if err != nil || string(b) != `{"limit":"10/1s burst 20 token_bucket","alg":"sliding_log"}` {
+	if err != nil || string(b) != `{"limit":"10/1s burst 20","alg":"sliding_log"}` {
 		t.Fatalf("Marshal = %s, %v", b, err)
 	}
 	if err := json.Unmarshal([]byte(`{"limit":"10/1s burst"}`), &c); !errors.Is(err, ratewarden.ErrInvalidLimit) {
@@ -219,7 +223,7 @@ func TestLimitText(t *testing.T) {
 		t.Fatalf("failed UnmarshalText changed the limit to %#v", c.Limit)
 	}
 	if err := json.Unmarshal([]byte(`{"alg":"leaky_bucket"}`), &c); !errors.Is(err, ratewarden.ErrInvalidLimit) ||
-		!strings.Contains(err.Error(), `unknown algorithm "leaky_bucket" (want one of sliding_window, fixed_window, token_bucket, sliding_log)`) {
+		!strings.Contains(err.Error(), `unknown algorithm "leaky_bucket" (want one of token_bucket, sliding_window, fixed_window, sliding_log)`) {
 		t.Fatalf("bad algorithm text: %v", err)
 	}
 	if _, err := (ratewarden.Limit{Rate: 1}).MarshalText(); !errors.Is(err, ratewarden.ErrInvalidLimit) {
@@ -245,7 +249,50 @@ func TestAlgorithmString(t *testing.T) {
 		}
 	}
 	var zero ratewarden.Algorithm
-	if zero != ratewarden.SlidingWindow {
-		t.Errorf("zero Algorithm is %v, want sliding_window", zero)
+	if zero != ratewarden.DefaultAlgorithm || ratewarden.DefaultAlgorithm != ratewarden.TokenBucket {
+		t.Errorf("zero Algorithm is %v, want token_bucket, the default", zero)
+	}
+}
+
+// TestOneDefaultForEveryRate: a limit that names no algorithm — the zero
+// Algorithm of a struct, the helpers, ParseLimit and UnmarshalText — is
+// the same algorithm, with the same Scope (the key), at every rate, so a
+// rate change never moves a key's state.
+func TestOneDefaultForEveryRate(t *testing.T) {
+	rates := []int64{1, 2, 5, 59, 60, 99, 100, 101, 999, 1000, 10_000, 10_001, 1_000_000}
+	for _, r := range rates {
+		for _, p := range []time.Duration{time.Second, time.Minute, time.Hour, 24 * time.Hour} {
+			byStruct := ratewarden.Limit{Rate: r, Period: p}
+			if byStruct.Validate() != nil {
+				continue // a token bucket takes at most one unit per µs
+			}
+			var byHelper ratewarden.Limit
+			switch p {
+			case time.Second:
+				byHelper = ratewarden.PerSecond(r)
+			case time.Minute:
+				byHelper = ratewarden.PerMinute(r)
+			case time.Hour:
+				byHelper = ratewarden.PerHour(r)
+			default:
+				byHelper = ratewarden.PerDay(r)
+			}
+			byParse, err := ratewarden.ParseLimit(byStruct.String())
+			if err != nil {
+				t.Fatalf("ParseLimit(%q): %v", byStruct.String(), err)
+			}
+			var byText ratewarden.Limit
+			if err := byText.UnmarshalText([]byte(byStruct.String())); err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range []ratewarden.Limit{byHelper, byParse, byText} {
+				if l != byStruct || l.Algorithm != ratewarden.DefaultAlgorithm {
+					t.Errorf("%d per %v: %#v, want %#v (the zero Algorithm)", r, p, l, byStruct)
+				}
+			}
+			if s, first := byStruct.Scope(), (ratewarden.Limit{Rate: 1, Period: p}).Scope(); s != first {
+				t.Errorf("%d per %v: scope %s, at rate 1 %s: a rate change would move the key", r, p, s, first)
+			}
+		}
 	}
 }

@@ -78,7 +78,7 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit Limit) (Result, er
 func (l *Limiter) check(ctx context.Context, key string, limit Limit, n int64, peek bool) (Result, error) {
 	// One test of the whole input first; the validators only for the
 	// error, in their order.
-	if key == "" || !limit.valid() || n < 0 || n > limit.Capacity() {
+	if key == "" || limit.fault() != valid || n < 0 || n > limit.Capacity() {
 		if err := validateKey("", key); err != nil {
 			return Result{}, err
 		}
@@ -182,11 +182,11 @@ func validateLimits(where string, limits []Limit) error {
 		return fmt.Errorf("ratewarden: %sno limits given: %w", where, ErrInvalidLimit)
 	}
 	for i, lim := range limits {
-		if p := lim.problem(); p != "" {
+		if f := lim.fault(); f != valid {
 			if len(limits) == 1 {
-				return fmt.Errorf("ratewarden: %s%s: %w", where, p, ErrInvalidLimit)
+				return fmt.Errorf("ratewarden: %s%s: %w", where, f.describe(lim), ErrInvalidLimit)
 			}
-			return fmt.Errorf("ratewarden: %slimits[%d]: %s: %w", where, i, p, ErrInvalidLimit)
+			return fmt.Errorf("ratewarden: %slimits[%d]: %s: %w", where, i, f.describe(lim), ErrInvalidLimit)
 		}
 		for j := range i {
 			if limits[j].Algorithm == lim.Algorithm && limits[j].Period == lim.Period {

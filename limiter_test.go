@@ -85,7 +85,7 @@ func TestBadInputNeverReachesStore(t *testing.T) {
 		{"AllowAll duplicate scope", func(l *ratewarden.Limiter) error {
 			_, err := l.AllowAll(ctx, "k", 1, good, ratewarden.PerMinute(9), ratewarden.PerSecond(50))
 			return err
-		}, ratewarden.ErrInvalidLimit, "limits[0] (5/1s) and limits[2] (50/1s) share the scope sliding_log:1s"},
+		}, ratewarden.ErrInvalidLimit, "limits[0] (5/1s) and limits[2] (50/1s) share the scope token_bucket:1s"},
 		{"AllowAll invalid second limit", func(l *ratewarden.Limiter) error { _, err := l.AllowAll(ctx, "k", 1, good, bad); return err }, ratewarden.ErrInvalidLimit, "limits[1]: period must be > 0"},
 		{"AllowAll cost over the smaller capacity", func(l *ratewarden.Limiter) error {
 			_, err := l.AllowAll(ctx, "k", 6, ratewarden.PerMinute(100), good)

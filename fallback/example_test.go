@@ -57,7 +57,7 @@ func Example() {
 	fmt.Println("source:", last.Source, "degraded:", last.Degraded(), "share:", last.Limit)
 	// Output:
 	// admitted: 25
-	// source: local_fallback degraded: true share: 25/1m sliding_window
+	// source: local_fallback degraded: true share: 25/1m
 }
 
 func ExampleNew() {
@@ -586,7 +586,8 @@ func ExamplePartitioned_Charge() {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	rv, err := lim.Reserve(ctx, "download:42", 1<<20, ratewarden.PerMinute(100<<20)) // bytes
+	perMinute := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 100 << 20, Period: time.Minute} // bytes
+	rv, err := lim.Reserve(ctx, "download:42", 1<<20, perMinute)
 	if err != nil {
 		log.Fatal(err)
 	}

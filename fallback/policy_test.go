@@ -104,11 +104,10 @@ func TestShare(t *testing.T) {
 		replicas int64
 		want     ratewarden.Limit
 	}{
-		// A share keeps the limit's algorithm, even where DefaultAlgorithm
-		// of the smaller rate would differ.
-		{ratewarden.PerMinute(100), 4, ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 25, Period: time.Minute}},
-		{ratewarden.PerMinute(103), 4, ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 25, Period: time.Minute}}, // rounded down
-		{ratewarden.PerMinute(3), 4, ratewarden.PerMinute(1)},                                                                // at least 1
+		// A share keeps the limit's algorithm.
+		{ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 100, Period: time.Minute}, 4, ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 25, Period: time.Minute}},
+		{ratewarden.PerMinute(103), 4, ratewarden.PerMinute(25)}, // rounded down
+		{ratewarden.PerMinute(3), 4, ratewarden.PerMinute(1)},    // at least 1
 		{ratewarden.PerMinute(100), 1, ratewarden.PerMinute(100)},
 		{tb, 4, ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 2, Period: time.Second, Burst: 7}},
 		{tb, 100, ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: time.Second, Burst: 1}},

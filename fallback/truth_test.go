@@ -50,7 +50,7 @@ func healthyDegraded(r *replicaReport) (degraded, total int64) {
 // breaker never opens, and no other key is degraded for it.
 func TestBadKeyStaysItsOwn(t *testing.T) {
 	srv := testredis.Start(t)
-	lim := ratewarden.PerMinute(ratewarden.MaxRate)
+	lim := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Minute}
 	rs := openRedisStore(t, srv.Addr)
 	if _, err := srv.Do("HSET", rs.Key("bad", lim), "not", "a window"); err != nil {
 		t.Fatal(err)
@@ -140,7 +140,7 @@ func TestBusyHostNoTrip(t *testing.T) {
 		t.Cleanup(func() { _ = hog.Process.Kill(); _ = hog.Wait() })
 	}
 	reps := runReplicas(t, 4, replicaJob{
-		Addr: srv.Addr, Policy: FailClosed, Callers: 64, Limit: ratewarden.PerMinute(ratewarden.MaxRate).String(),
+		Addr: srv.Addr, Policy: FailClosed, Callers: 64, Limit: ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Minute}.String(),
 		Start: time.Now().Add(3 * time.Second), Duration: 8 * time.Second, Keys: 1024,
 	})
 	tot := sum(reps)
@@ -282,7 +282,7 @@ func TestOneStallIsOneRoundTrip(t *testing.T) {
 				opened.Add(1)
 			}
 		}))
-	lim := ratewarden.PerMinute(ratewarden.MaxRate)
+	lim := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Minute}
 	tr := startTraffic(s, 32, lim, func(ratewarden.Result) bool { return true })
 	tr.waitCalls(t, 1000, waitCap)
 	for range 3 {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/httplimit"
@@ -45,8 +46,9 @@ func ExampleWithLimitFunc() {
 func ExampleMiddleware_Check() {
 	// A Middleware of its own for the login form's usernames.
 	logins, err := httplimit.New(exampleLimiter(), httplimit.WithRule(httplimit.Rule{
-		Name:     "login-user",
-		Policies: []httplimit.Policy{{Name: "logins", Limit: ratewarden.PerMinute(2)}},
+		Name: "login-user",
+		// Logins: exactly 2 in any minute, a sliding log.
+		Policies: []httplimit.Policy{{Name: "logins", Limit: ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 2, Period: time.Minute}}},
 	}))
 	if err != nil {
 		log.Fatal(err)
@@ -204,7 +206,7 @@ func ExampleVerdict_AppendFields() {
 	}
 	// Output:
 	// ratelimit-policy: "5/1m";q=5;w=60
-	// ratelimit: "5/1m";r=4;t=60
+	// ratelimit: "5/1m";r=4;t=12
 	// x-ratelimit-limit: 5
 	// x-ratelimit-remaining: 4
 }
@@ -218,7 +220,7 @@ func ExampleVerdict_SetHeaders() {
 	h := http.Header{}
 	v.SetHeaders(h)
 	fmt.Println(h.Get("RateLimit"))
-	// Output: "5/1m";r=4;t=60
+	// Output: "5/1m";r=4;t=12
 }
 
 func ExampleVerdict_Rejected() {

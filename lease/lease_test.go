@@ -106,7 +106,7 @@ func TestLeaseFixedWindowSharesTheCounter(t *testing.T) {
 func TestLeasePassesThroughWhatItDoesNotLease(t *testing.T) {
 	srv := testredis.Start(t)
 	fw := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 100, Period: time.Hour}
-	sw := ratewarden.PerHour(100)
+	sw := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 100, Period: time.Hour}
 	other := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 50, Period: time.Minute}
 	_, l := openLease(t, srv.Addr, WithSize(10), WithFilter(func(l ratewarden.Limit) bool { return l.Period == time.Hour }))
 	warm(t, l)

@@ -334,7 +334,7 @@ func scanAll(t *testing.T, srv *testredis.Server) []string {
 func TestAcceptance_ScriptFlushAndRestart(t *testing.T) {
 	srv := testredis.Start(t)
 	lims := []*ratewarden.Limiter{limiter(t, openStore(t, srv.Addr)), limiter(t, openStore(t, srv.Addr)), limiter(t, openGoRedisStore(t, srv.Addr))}
-	lim := ratewarden.PerSecond(ratewarden.MaxRate)
+	lim := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Second}
 
 	evalBefore := commandStats(t, srv)["eval"]
 	var calls, failures atomic.Int64

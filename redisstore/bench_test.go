@@ -23,14 +23,14 @@ func BenchmarkCheck(b *testing.B) {
 		lim   ratewarden.Limit
 		store func(testing.TB, string, ...Option) *Store
 	}{
-		{"sliding_window", ratewarden.PerSecond(ratewarden.MaxRate), openStore},
+		{"sliding_window", ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Second}, openStore},
 		{"fixed_window", ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: ratewarden.MaxRate, Period: time.Second}, openStore},
 		{"token_bucket", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1_000_000, Period: time.Second}, openStore},
 		{"sliding_log", ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: ratewarden.MaxLogRate, Period: time.Second}, openStore},
-		{"sliding_window_unbatched", ratewarden.PerSecond(ratewarden.MaxRate), func(tb testing.TB, addr string, _ ...Option) *Store { return openStore(tb, addr, WithBatching(false)) }},
-		{"sliding_window_lanes1", ratewarden.PerSecond(ratewarden.MaxRate), func(tb testing.TB, addr string, _ ...Option) *Store { return openStore(tb, addr, WithBatchLanes(1)) }},
-		{"sliding_window_lanes4", ratewarden.PerSecond(ratewarden.MaxRate), func(tb testing.TB, addr string, _ ...Option) *Store { return openStore(tb, addr, WithBatchLanes(4)) }},
-		{"sliding_window_go_redis", ratewarden.PerSecond(ratewarden.MaxRate), func(tb testing.TB, addr string, _ ...Option) *Store { return openGoRedisStore(tb, addr) }},
+		{"sliding_window_unbatched", ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Second}, func(tb testing.TB, addr string, _ ...Option) *Store { return openStore(tb, addr, WithBatching(false)) }},
+		{"sliding_window_lanes1", ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Second}, func(tb testing.TB, addr string, _ ...Option) *Store { return openStore(tb, addr, WithBatchLanes(1)) }},
+		{"sliding_window_lanes4", ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Second}, func(tb testing.TB, addr string, _ ...Option) *Store { return openStore(tb, addr, WithBatchLanes(4)) }},
+		{"sliding_window_go_redis", ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Second}, func(tb testing.TB, addr string, _ ...Option) *Store { return openGoRedisStore(tb, addr) }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			l := limiter(b, tc.store(b, srv.Addr))
@@ -70,7 +70,7 @@ func BenchmarkReplicaAck(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			l := limiter(b, openStore(b, primary.Addr, tc.opts...))
-			lim := ratewarden.PerSecond(ratewarden.MaxRate)
+			lim := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Second}
 			testredis.WaitFor(b, 30*time.Second, func() string { // the replica acknowledging
 				if _, err := l.Allow(bg, "warm", lim); err != nil {
 					return err.Error()
@@ -105,7 +105,7 @@ func BenchmarkCheckOneCaller(b *testing.B) {
 	for i := range keys {
 		keys[i] = "one:" + strconv.Itoa(i)
 	}
-	lim := ratewarden.PerHour(ratewarden.MaxRate)
+	lim := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Hour}
 	for _, tc := range []struct {
 		name string
 		opts []Option

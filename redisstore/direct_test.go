@@ -23,7 +23,7 @@ func calmDirect(t *testing.T, s *Store) *rueidisEval {
 	if ev.direct == nil {
 		t.Fatal("no dedicated connections on a standalone client")
 	}
-	lim := ratewarden.PerHour(ratewarden.MaxRate)
+	lim := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Hour}
 	for i := 0; ev.calm.Load() < calmAfter; i++ {
 		if _, err := check(s, "warm:"+strconv.Itoa(i), lim, 1); err != nil {
 			t.Fatalf("warm-up check %d: %v", i, err)
@@ -122,7 +122,7 @@ func TestDirectConcurrentExact(t *testing.T) {
 func TestDirectStalledRedis(t *testing.T) {
 	srv := testredis.Start(t)
 	s := openStore(t, srv.Addr, WithTimeout(300*time.Millisecond))
-	lim := ratewarden.PerHour(ratewarden.MaxRate)
+	lim := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Hour}
 	for _, tc := range []struct {
 		name string
 		ctx  func() (context.Context, context.CancelFunc)

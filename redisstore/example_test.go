@@ -75,12 +75,12 @@ func ExampleStore_Key() {
 		log.Fatal(err)
 	}
 	fmt.Println(store.Key("user:42", ratewarden.PerMinute(100)))
-	fmt.Println(store.Key("user:42", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}))
+	fmt.Println(store.Key("user:42", ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 10, Period: time.Second}))
 	fmt.Println(store.Key("odd{key}", ratewarden.PerHour(500)))
 	// Output:
-	// rw:{user:42}s1m
-	// rw:{user:42}t1s
-	// rw:{#bdc165ef665f664248bc30eb4e45b49a}s1h
+	// rw:{user:42}t1m
+	// rw:{user:42}s1s
+	// rw:{#bdc165ef665f664248bc30eb4e45b49a}t1h
 }
 
 func ExampleWithPrefix() {
@@ -95,7 +95,7 @@ func ExampleWithPrefix() {
 	_, err = redisstore.NewGoRedis(client, redisstore.WithPrefix("bad{"))
 	fmt.Println(err)
 	// Output:
-	// staging:rl:{user:42}s1m
+	// staging:rl:{user:42}t1m
 	// redisstore: prefix "bad{" must not contain '{' or '}' (they would break the key's hash tag): invalid config
 }
 
@@ -281,5 +281,5 @@ func ExampleStore_PermitKey() {
 	fmt.Println(store.Key("tenant:7", ratewarden.PerSecond(10)))
 	// Output:
 	// rw:{tenant:7}p
-	// rw:{tenant:7}l1s
+	// rw:{tenant:7}t1s
 }

@@ -53,7 +53,7 @@ func TestCancelIsPrompt(t *testing.T) {
 		{"rueidis unbatched calm", openStore(t, srv.Addr, WithTimeout(2*time.Second), WithBatching(false)), 2 * calmAfter},
 		{"go-redis", openGoRedisStore(t, srv.Addr, WithTimeout(2*time.Second)), 1},
 	}
-	lim := ratewarden.PerMinute(ratewarden.MaxRate)
+	lim := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Minute}
 	for _, st := range stores {
 		for range st.warm {
 			if _, err := check(st.s, "warm", lim, 1); err != nil {

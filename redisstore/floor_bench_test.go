@@ -57,7 +57,7 @@ func BenchmarkScriptFloor(b *testing.B) {
 	if err := c.Do(ctx, c.B().FunctionLoad().Replace().FunctionCode(code).Build()).Error(); err != nil {
 		b.Fatal(err)
 	}
-	lim := ratewarden.PerHour(ratewarden.MaxRate)
+	lim := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Hour}
 	var enc encCache
 	e := enc.get(lim)
 	head := checkHead(&ratewarden.Request{Cost: 1, Limits: []ratewarden.Limit{lim}})

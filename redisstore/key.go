@@ -97,7 +97,7 @@ func (c *encCache) get(l ratewarden.Limit) *limitEnc {
 	}
 	e = &limitEnc{
 		suffix: "}" + algoCode(l.Algorithm) + compactPeriod(l.Period),
-		arg: strconv.Itoa(int(l.Algorithm)) + " " + strconv.FormatInt(l.Rate, 10) + " " +
+		arg: wireCode(l.Algorithm) + " " + strconv.FormatInt(l.Rate, 10) + " " +
 			strconv.FormatInt(l.Period.Microseconds(), 10) + " " + strconv.FormatInt(l.Capacity(), 10),
 	}
 	c.mu.Lock()
@@ -107,6 +107,22 @@ func (c *encCache) get(l ratewarden.Limit) *limitEnc {
 	c.m[l] = e
 	c.mu.Unlock()
 	return e
+}
+
+// wireCode is the digit that names an algorithm to the scripts
+// (algorithm in lua/algorithms.lua): fixed by the scripts, not by the
+// order of ratewarden's constants.
+func wireCode(a ratewarden.Algorithm) string {
+	switch a {
+	case ratewarden.SlidingWindow:
+		return "0"
+	case ratewarden.FixedWindow:
+		return "1"
+	case ratewarden.TokenBucket:
+		return "2"
+	default:
+		return "3" // SlidingLog
+	}
 }
 
 // algoCode is the letter of an algorithm in a key of KeyFormat 2. A later

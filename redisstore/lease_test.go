@@ -190,7 +190,7 @@ func TestLenderRejectsBadArguments(t *testing.T) {
 		want error
 		says string
 	}{
-		{"take sliding_window", take("k", ratewarden.PerMinute(100), 1, 1), ratewarden.ErrInvalidLimit, "fixed_window or token_bucket"},
+		{"take sliding_window", take("k", ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 100, Period: time.Minute}, 1, 1), ratewarden.ErrInvalidLimit, "fixed_window or token_bucket"},
 		{"take need 0", take("k", fw, 0, 5), ratewarden.ErrInvalidCost, "need"},
 		{"take want < need", take("k", fw, 3, 2), ratewarden.ErrInvalidCost, "want"},
 		{"take need > capacity", take("k", tb, 11, 20), ratewarden.ErrInvalidCost, "capacity"},

@@ -90,12 +90,12 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 // sends every script with EVALSHA, and EVAL on NOSCRIPT).
 // An EVALSHA runs the whole script text, whose shared parts make some
 // thirty Lua closures on every call; a function library makes them once,
-// when it is loaded, which takes about 40% off the instructions Redis runs
-// per script call (docs/notes/2026-12-02-redis-cpu-per-decision.md has the
-// figures). The Store loads its
-// library (named ratewarden_ and a hash of its code, so versions never
-// mix) when Redis answers that the function is missing, after a restart
-// or a FUNCTION FLUSH too; like any library it is kept in snapshots and
+// when it is loaded, which takes most of the instructions Redis runs per
+// script call away (a lone check: 144k instructions with EVALSHA, 53k as a
+// function; docs/performance.md). The Store loads its library (named
+// ratewarden_ and a hash of its code, so versions never mix) when Redis
+// answers that the function is missing, after a restart or a FUNCTION
+// FLUSH too; like any library it is kept in snapshots and
 // reaches replicas. A Redis without functions (6.2), or an ACL that
 // refuses FCALL or FUNCTION LOAD to the client's user, makes the Store
 // fall back to EVALSHA. A function that may write is refused as a whole

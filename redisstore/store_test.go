@@ -65,7 +65,7 @@ func TestKeyFormat(t *testing.T) {
 			t.Fatalf("Key(%.20q) = %.60q: no prefix", tc.key, k)
 		}
 		tag, scope, ok := strings.Cut(tag, "}")
-		if !ok || scope != "l1m" || strings.ContainsAny(tag, "{}") || strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 {
+		if !ok || scope != "t1m" || strings.ContainsAny(tag, "{}") || strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 {
 			t.Fatalf("Key(%.20q) = %.60q: the hash tag is broken", tc.key, k)
 		}
 		if tc.hashed {
@@ -235,7 +235,8 @@ func TestKeyLayout(t *testing.T) {
 		lim  ratewarden.Limit
 		want string
 	}{
-		{ratewarden.PerMinute(100), "rw:{u}s1m"},
+		{ratewarden.PerMinute(100), "rw:{u}t1m"}, // the default: a token bucket
+		{ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 100, Period: time.Minute}, "rw:{u}s1m"},
 		{ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 5, Period: time.Minute}, "rw:{u}f1m"},
 		{ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 5, Period: time.Second, Burst: 9}, "rw:{u}t1s"},
 		{ratewarden.Limit{Algorithm: ratewarden.SlidingLog, Rate: 5, Period: time.Hour}, "rw:{u}l1h"},

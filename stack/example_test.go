@@ -126,7 +126,7 @@ func ExampleWithRedis() {
 	_, err = stack.New(client, stack.WithRedis(redisstore.WithBatchSize(0)))
 	fmt.Println(err)
 	// Output:
-	// staging:rl:{user:42}s1m
+	// staging:rl:{user:42}t1m
 	// redisstore: batch size must be at least 1, got 0: invalid config
 }
 

@@ -128,6 +128,7 @@ func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 		{"SettleRacing", testSettleRacing},
 		{"SettleAfterItsWindow", testSettleExpired},
 		{"RefundFloor", testRefundFloor},
+		{"RateChangeKeepsState", testRateChange},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -331,6 +332,34 @@ func testAdmitsCapacity(t *testing.T, e *env, alg ratewarden.Algorithm) {
 			want(t, fmt.Sprintf("burst request %d", i+1), e.allowN(t, k2, b, 1), true, b.Burst-i-1)
 		}
 		want(t, "burst request over", e.allowN(t, k2, b, 1), false, 0)
+	}
+}
+
+// testRateChange: a key's state belongs to its scope (algorithm and
+// period), not to its rate, so a limit whose rate changes finds what the
+// old rate left. Windows and logs keep their counts, compared with the new
+// rate; a token bucket keeps its TAT, read at the new rate.
+func testRateChange(t *testing.T, e *env, alg ratewarden.Algorithm) {
+	l := e.stable(t, alg, 100)
+	k := e.key("k")
+	want(t, "AllowN(40) at 100", e.allowN(t, k, l, 40), true, 60)
+	for _, tc := range []struct {
+		rate       int64
+		windowLeft int64 // rate − 40
+		bucketLeft int64 // rate − ceil(0.4 × rate): the TAT is 0.4 periods away
+	}{{200, 160, 120}, {50, 10, 30}, {100, 60, 60}} {
+		l.Rate = tc.rate
+		r := e.peek(t, k, l)
+		switch alg {
+		case ratewarden.TokenBucket:
+			// Time passing since the charge frees a unit every P/rate (at
+			// least 36s here): allow one.
+			if !r.Allowed || r.Remaining < tc.bucketLeft || r.Remaining > tc.bucketLeft+1 {
+				t.Fatalf("peek at rate %d: %+v, want Remaining %d (the TAT read at the new rate)", tc.rate, r, tc.bucketLeft)
+			}
+		default:
+			want(t, fmt.Sprintf("peek at rate %d", tc.rate), r, true, tc.windowLeft)
+		}
 	}
 }
 

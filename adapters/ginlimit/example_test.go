@@ -44,11 +44,11 @@ func ExampleNew() {
 	fmt.Println(w.Header().Get("Content-Type"), w.Header().Get("Retry-After"))
 	fmt.Println(w.Body.String())
 	// Output:
-	// 200 "2/1m";r=1;t=60
+	// 200 "2/1m";r=1;t=30
 	// 200 "2/1m";r=0;t=60
-	// 429 "2/1m";r=0;t=60
-	// application/problem+json 60
-	// {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"Rate limit \"2/1m\" exceeded; retry in 60 s.","retry_after":60,"violated-policies":["2/1m"]}
+	// 429 "2/1m";r=0;t=30
+	// application/problem+json 30
+	// {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"Rate limit \"2/1m\" exceeded; retry in 30 s.","retry_after":30,"violated-policies":["2/1m"]}
 }
 
 func ExampleMiddleware_Handler() {

@@ -63,9 +63,9 @@ func ExampleNew() {
 		fmt.Println("OK", header.Get("ratelimit"))
 	}
 	// Output:
-	// OK ["2/1m";r=1;t=60]
+	// OK ["2/1m";r=1;t=30]
 	// OK ["2/1m";r=0;t=60]
-	// ResourceExhausted Rate limit "2/1m" exceeded; retry in 60 s. retry-after: [60]
+	// ResourceExhausted Rate limit "2/1m" exceeded; retry in 30 s. retry-after: [30]
 }
 
 func ExampleInterceptor_Unary() {

@@ -125,7 +125,8 @@ func TestUnaryReplicasShareOneRedis(t *testing.T) {
 			if got := first(header, "x-ratelimit-remaining"); got != want {
 				t.Errorf("call %d: x-ratelimit-remaining %q, want %s", n, got, want)
 			}
-			if first(header, "ratelimit-policy") != `"10/1h";q=10;w=3600` || !strings.HasPrefix(first(header, "ratelimit"), `"10/1h";r=`+want+";t=") {
+			name := strconv.Quote(adaptertest.PerHour.String()) // "10/1h sliding_log"
+			if first(header, "ratelimit-policy") != name+";q=10;w=3600" || !strings.HasPrefix(first(header, "ratelimit"), name+";r="+want+";t=") {
 				t.Errorf("call %d: header %v", n, header)
 			}
 			continue

@@ -196,8 +196,8 @@ local function sliding_log(st, key, rate, P, cap, n, consume)
   return allowed, rem, retry, reset
 end
 
--- The table of algorithms, by the code the Go side sends (the value of
--- ratewarden.Algorithm): the loader that reads a key's state into a
+-- The table of algorithms, by the code the Go side sends (redisstore's
+-- wireCode): the loader that reads a key's state into a
 -- record, and the algorithm that decides on it.
 local function algorithm(code)
   if code == '0' then return load_sliding, sliding_window end

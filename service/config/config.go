@@ -120,7 +120,7 @@ type Concurrency struct {
 // the config's grammar: "max_in_flight 10, ttl 30s", "..., ttl 1h".
 func (c *Concurrency) String() string {
 	// A Limit's String writes a period as the config reads it.
-	ttl := strings.TrimPrefix(ratewarden.Limit{Rate: 1, Period: c.TTL, Algorithm: ratewarden.DefaultAlgorithm(1)}.String(), "1/")
+	ttl := strings.TrimPrefix(ratewarden.Limit{Rate: 1, Period: c.TTL, Algorithm: ratewarden.DefaultAlgorithm}.String(), "1/")
 	return fmt.Sprintf("max_in_flight %d, ttl %s", c.MaxInFlight, ttl)
 }
 

@@ -570,7 +570,7 @@ func parsePeriod(s string) (time.Duration, error) {
 }
 
 // policyLimit builds the Limit of a policy given by its fields; an
-// algorithm not named is DefaultAlgorithm(rate).
+// algorithm not named is ratewarden.DefaultAlgorithm.
 func (p *parser) policyLimit(f field, what string, pf policyFields) (ratewarden.Limit, bool) {
 	ok := true
 	if pf.rate == limitUnset {
@@ -591,7 +591,7 @@ func (p *parser) policyLimit(f field, what string, pf policyFields) (ratewarden.
 	}
 	alg := pf.alg
 	if !pf.algSet {
-		alg = ratewarden.DefaultAlgorithm(pf.rate)
+		alg = ratewarden.DefaultAlgorithm
 	}
 	lim := ratewarden.Limit{Algorithm: alg, Rate: pf.rate, Period: period}
 	if pf.burst != limitUnset {

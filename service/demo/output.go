@@ -167,7 +167,7 @@ func conclusion(rep *Report) string {
 // limitText is l's String form with the algorithm always named (String
 // leaves out the default one): the demo is about how a limit counts.
 func limitText(l ratewarden.Limit) string {
-	if l.Algorithm == ratewarden.DefaultAlgorithm(l.Rate) {
+	if l.Algorithm == ratewarden.DefaultAlgorithm {
 		return l.String() + " " + l.Algorithm.String()
 	}
 	return l.String()

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/service/demo/checkonly"
 	"github.com/ratewarden/ratewarden/service/server"
 )
 
@@ -209,23 +211,35 @@ func TestPermitOfRemovedPolicy(t *testing.T) {
 	isProblem(t, "release", post(t, s, "/v1/release", fmt.Sprintf(`{"permit":%q}`, p)), 400, `its policy "jobs" is no longer a configured concurrency policy`)
 }
 
-// bareBackend hands out its backend's stores as plain ratewarden.Stores,
-// which neither hold permits nor settle costs.
+// bareBackend hands out its backend's stores as stores that check and
+// reset but answer Charge, Acquire, Release and Extend with
+// errors.ErrUnsupported.
 type bareBackend struct{ server.Backend }
 
-type bareStore struct{ ratewarden.Store }
+type bareStore struct {
+	checkonly.Rest
+	st ratewarden.Store
+}
+
+func (b bareStore) Check(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
+	return b.st.Check(ctx, req, res)
+}
+
+func (b bareStore) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
+	return b.st.Reset(ctx, key, limits...)
+}
 
 func (b bareBackend) Store(fp config.FailurePolicy) (ratewarden.Store, error) {
 	st, err := b.Backend.Store(fp)
 	if err != nil {
 		return nil, err
 	}
-	return bareStore{st}, nil
+	return bareStore{st: st}, nil
 }
 
 // TestStoreWithoutPermitsOrSettlement: on a store that can neither hold
-// permits nor settle costs, acquisitions, reservations, releases and
-// settlements are 503s that ask the store nothing; checks still decide.
+// permits nor settle costs (errors.ErrUnsupported), acquisitions,
+// releases, extensions and settlements are 503s; checks still decide.
 func TestStoreWithoutPermitsOrSettlement(t *testing.T) {
 	policies := server.WithConfig(parseConfig(t, permitPolicies+"  tokens: 100/1h\n"))
 	secret := server.WithReservationSecrets([]byte("a secret both servers hold, 32 b"))
@@ -233,7 +247,6 @@ func TestStoreWithoutPermitsOrSettlement(t *testing.T) {
 	bare := start(t, bareBackend{memBackend(t)}, policies, secret)
 
 	isProblem(t, "acquire", acquire(t, bare, "k", "jobs"), 503, "could not decide")
-	isProblem(t, "reserve", post(t, bare, "/v1/reserve", `{"key":"k","policy":"tokens","estimate":1}`), 503, "could not decide")
 	p := permitOf(t, "acquire elsewhere", acquire(t, full, "k", "jobs"))
 	isProblem(t, "release", post(t, bare, "/v1/release", fmt.Sprintf(`{"permit":%q}`, p)), 503, "could not decide")
 	isProblem(t, "extend", post(t, bare, "/v1/extend", fmt.Sprintf(`{"permit":%q}`, p)), 503, "could not decide")
@@ -242,7 +255,10 @@ func TestStoreWithoutPermitsOrSettlement(t *testing.T) {
 	if r := post(t, bare, "/v1/check", `{"key":"k","policy":"tokens"}`); r.status != 200 || r.body["allowed"] != true {
 		t.Fatalf("check: %d %s", r.status, r.raw)
 	}
-	for op, want := range map[string]float64{"check": 1, "acquire": 0, "release": 0, "extend": 0, "charge": 0} {
+	// Each call reached the store, which refused it: a store failure. A
+	// settlement first takes its once-only marker (an Acquire), which the
+	// store refuses, so no charge is made.
+	for op, want := range map[string]float64{"check": 1, "acquire": 2, "release": 1, "extend": 1, "charge": 0} {
 		if got := metric(t, bare, "ratewarden_store_duration_seconds_count", `op="`+op+`"`); got != want {
 			t.Errorf("%v %s store calls timed, want %v", got, op, want)
 		}

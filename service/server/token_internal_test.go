@@ -45,7 +45,7 @@ func TestTokensRoundTrip(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(gr, r) {
 		t.Fatalf("reservation: %+v, %v; want %+v", gr, err, r)
 	}
-	if got, want := gr.limits(), "10/1s burst 20 token_bucket, 100/1m"; !strings.HasPrefix(got, want) {
+	if got, want := gr.limits(), "10/1s burst 20, 100/1m"; !strings.HasPrefix(got, want) {
 		t.Errorf("limits() = %q, want it to start %q", got, want)
 	}
 	if d := gr.decision(); d.Allowed || len(d.Results) != 6 {

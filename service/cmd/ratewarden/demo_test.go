@@ -191,7 +191,7 @@ func TestDemoLimit(t *testing.T) {
 		{"10/1s burst 5", "token_bucket", ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 5}},
 		{"5/30s fixed_window", "", ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 5, Period: 30 * time.Second}},
 		{"5/30s fixed_window", "fixed_window", ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 5, Period: 30 * time.Second}},
-		{"7/1h sliding_window", "", ratewarden.Limit{Rate: 7, Period: time.Hour}},
+		{"7/1h sliding_window", "", ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 7, Period: time.Hour}},
 	} {
 		got, err := demoLimit(tc.limit, tc.alg)
 		if err != nil || got != tc.want {
