@@ -5,9 +5,14 @@ package fallback
 // type under a key, maxmemory, SIGSTOP and busy loops.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -129,8 +134,12 @@ func TestOutOfMemory(t *testing.T) {
 // The breaker trips on evidence, not on a busy machine: 4 replica
 // processes of 64 callers each on a healthy Redis while two busy loops
 // take the CPUs. Under the default rule (5 failed round trips in a row, or
-// half of 20 in 10s) it never opens.
+// half of 20 in 10s) it never opens, and at most 0.5% of the answers are
+// degraded (docs/failure.md): lone timeouts of a starved process. The
+// replicas are built without the race detector, as a service is (see
+// plainBinary).
 func TestBusyHostNoTrip(t *testing.T) {
+	bin := plainBinary(t)
 	srv := testredis.Start(t)
 	for range 2 {
 		hog := exec.Command("yes")
@@ -139,7 +148,7 @@ func TestBusyHostNoTrip(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = hog.Process.Kill(); _ = hog.Wait() })
 	}
-	reps := runReplicas(t, 4, replicaJob{
+	reps := runReplicasOf(t, bin, 4, replicaJob{
 		Addr: srv.Addr, Policy: FailClosed, Callers: 64, Limit: ratewarden.PerMinute(ratewarden.MaxRate).String(),
 		Start: time.Now().Add(3 * time.Second), Duration: 8 * time.Second, Keys: 1024,
 	})
@@ -153,19 +162,75 @@ func TestBusyHostNoTrip(t *testing.T) {
 	if healthy == 0 {
 		t.Fatal("no checks ran")
 	}
-	// A trip needs 5 failed round trips in a row: 5 timeouts (250ms) of a
-	// stalled Redis or process. A process the machine left without a CPU
-	// that long opens it rightly; any other trip is a false one.
 	for i, r := range reps {
-		if r.Opened != 0 && r.MaxStall < 4*DefaultTimeout {
-			t.Errorf("replica %d: the breaker opened %d times on a healthy Redis, the process never stalled more than %v", i, r.Opened, r.MaxStall)
+		if r.Opened != 0 {
+			t.Errorf("replica %d: the breaker opened %d times on a healthy Redis (the process was late by %v at worst); docs/failure.md: it never opens", i, r.Opened, r.MaxStall)
 		}
 	}
-	// Single timeouts of a starved process remain; a trip would degrade
-	// whole seconds of answers.
-	if tot.Opened == 0 && deg > healthy/50 {
-		t.Errorf("%d of %d answers degraded on a healthy Redis without a trip", deg, healthy)
+	if deg*200 > healthy {
+		t.Errorf("%d of %d answers (%.4f%%) degraded on a healthy Redis, causes %v; docs/failure.md: at most 0.5%%", deg, healthy, 100*float64(deg)/float64(healthy), tot.Causes)
 	}
+}
+
+// plainBinary returns a build of this package's tests without the race
+// detector when the test runs with it, or "" when the test binary itself
+// is one: a service is not race-built, and a race-built check costs
+// several times the CPU, so that 4 × 64 callers spinning on 2 cores miss
+// the 50 ms deadline by their own queueing (9 runs under -race at load
+// average 5 to 13: 0.08% to 37% of the answers degraded, 2 of them with
+// the breaker open in 3 of the 4 replicas).
+func plainBinary(t *testing.T) string {
+	t.Helper()
+	if !raceBuild {
+		return ""
+	}
+	bin := filepath.Join(t.TempDir(), "fallback.test")
+	if out, err := exec.Command("go", "test", "-c", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building the replicas without -race: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runReplicasOf is runReplicas with the replicas run from bin (from
+// plainBinary; "" is the test binary itself). The child protocol is
+// internal/childproc's: the job in RATEWARDEN_CHILD_JOB, the report as
+// JSON on stdout.
+func runReplicasOf(t *testing.T, bin string, n int, job replicaJob) []*replicaReport {
+	t.Helper()
+	if bin == "" {
+		return runReplicas(t, n, job)
+	}
+	spec, err := json.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reps, errs := make([]*replicaReport, n), make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Until(job.Start)+job.Duration+2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, "-test.run=^$")
+			cmd.Env = append(os.Environ(), "RATEWARDEN_CHILD_JOB="+string(spec))
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err == nil {
+				reps[i] = new(replicaReport)
+				err = json.Unmarshal(out, reps[i])
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("replica %d: %w; stdout %q; stderr:\n%s", i, err, out, stderr.String())
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return reps
 }
 
 // A caller who cancels while Redis is stopped gets its context's error at
