@@ -147,7 +147,11 @@ func TestPartitionedFailoverIsolatesShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	promoted.Store(true)
-	t.Logf("replica promoted %v after the kill", time.Since(killed).Round(time.Millisecond))
+	promotedIn := time.Since(killed)
+	t.Logf("replica promoted %v after the kill", promotedIn.Round(time.Millisecond))
+	if promotedIn > promotionBound {
+		t.Errorf("replica promoted %v after the kill, want <= %v (docs/operations.md)", promotedIn.Round(time.Millisecond), promotionBound)
+	}
 	// The victim's partitions probe again within a second and find the
 	// promoted replica.
 	testredis.WaitFor(t, failoverCap, func() string {
