@@ -450,6 +450,25 @@ func nodeAt(cl *testredis.Cluster, addr string) *testredis.Server {
 	return nil
 }
 
+// breakerLooks tallies looks at a front's breakers by primary: how often
+// the victim's was open, and which others were ever not closed.
+type breakerLooks struct {
+	victim           string
+	victimOpen       int
+	healthyNotClosed map[string]fallback.State
+}
+
+func (b *breakerLooks) look(states map[string]fallback.State) {
+	for addr, state := range states {
+		switch {
+		case addr == b.victim && state == fallback.StateOpen:
+			b.victimOpen++
+		case addr != b.victim && state != fallback.StateClosed:
+			b.healthyNotClosed[addr] = state
+		}
+	}
+}
+
 // TestClusterBreakerPerPrimary: by default each front has a breaker per
 // primary, as CLUSTER SLOTS maps the slots. A primary refusing writes
 // opens its breaker only: every key of its slots is degraded, every key of
@@ -477,18 +496,11 @@ func TestClusterBreakerPerPrimary(t *testing.T) {
 		if _, err := nodeAt(cl, victim).Do("CONFIG", "SET", "maxmemory", "1"); err != nil {
 			t.Fatal(err)
 		}
-		var onVictim, elsewhere, victimOpen int
-		healthyNotClosed := map[string]fallback.State{}
+		var onVictim, elsewhere int
+		looks := breakerLooks{victim: victim, healthyNotClosed: map[string]fallback.State{}}
 		for _, k := range keys {
 			r, err := l.Allow(bg, k, daily)
-			for addr, state := range st.Primaries() {
-				switch {
-				case addr == victim && state == fallback.StateOpen:
-					victimOpen++
-				case addr != victim && state != fallback.StateClosed:
-					healthyNotClosed[addr] = state
-				}
-			}
+			looks.look(st.Primaries())
 			switch {
 			case err != nil:
 				t.Fatalf("%s: %s: %v", name, k, err)
@@ -506,19 +518,15 @@ func TestClusterBreakerPerPrimary(t *testing.T) {
 		if len(prim) != 3 || (prim[victim] != fallback.StateOpen && prim[victim] != fallback.StateHalfOpen) {
 			t.Errorf("%s: breakers by primary %v, want 3 with %s's open (or half-open: open, and its probe is due)", name, prim, victim)
 		}
-		if victimOpen == 0 {
+		if looks.victimOpen == 0 {
 			t.Errorf("%s: the breaker of %s (out of memory) was never seen open in %d looks", name, victim, len(keys))
 		}
-		for addr, state := range prim {
-			if addr != victim && state != fallback.StateClosed {
-				t.Errorf("%s: breaker of healthy primary %s is %v", name, addr, state)
-			}
-		}
-		for addr, state := range healthyNotClosed {
-			t.Errorf("%s: breaker of healthy primary %s was seen %v during the checks", name, addr, state)
+		looks.look(prim)
+		for addr, state := range looks.healthyNotClosed {
+			t.Errorf("%s: breaker of healthy primary %s was seen %v", name, addr, state)
 		}
 		t.Logf("%s: %d keys on the failing primary degraded, %d on the others decided by Redis; the failing primary's breaker seen open after %d of %d checks, finally %v",
-			name, onVictim, elsewhere, victimOpen, len(keys), prim[victim])
+			name, onVictim, elsewhere, looks.victimOpen, len(keys), prim[victim])
 		if _, err := nodeAt(cl, victim).Do("CONFIG", "SET", "maxmemory", "0"); err != nil {
 			t.Fatal(err)
 		}
