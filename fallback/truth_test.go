@@ -5,9 +5,14 @@ package fallback
 // type under a key, maxmemory, SIGSTOP and busy loops.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -129,8 +134,16 @@ func TestOutOfMemory(t *testing.T) {
 // The breaker trips on evidence, not on a busy machine: 4 replica
 // processes of 64 callers each on a healthy Redis while two busy loops
 // take the CPUs. Under the default rule (5 failed round trips in a row, or
-// half of 20 in 10s) it never opens.
+// half of 20 in 10s) it opens only when the machine left a replica, or
+// Redis, without a CPU for about 4 timeouts (starved): that looks to the
+// breaker like a stalled Redis. And at most 0.5% of the other answers are
+// degraded: lone timeouts of a starved process (docs/failure.md). The
+// replicas are built without the race detector, as a service is (see
+// plainBinary); each measures how late a 10 ms ticker fires at worst, and
+// the test how long Redis takes to answer a PING (every 10 ms) at worst.
 func TestBusyHostNoTrip(t *testing.T) {
+	const starved = 4 * DefaultTimeout
+	bin := plainBinary(t)
 	srv := testredis.Start(t)
 	for range 2 {
 		hog := exec.Command("yes")
@@ -139,33 +152,129 @@ func TestBusyHostNoTrip(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = hog.Process.Kill(); _ = hog.Wait() })
 	}
-	reps := runReplicas(t, 4, replicaJob{
+	job := replicaJob{
 		Addr: srv.Addr, Policy: FailClosed, Callers: 64, Limit: ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Minute}.String(),
 		Start: time.Now().Add(3 * time.Second), Duration: 8 * time.Second, Keys: 1024,
-	})
+	}
+	redisWorst := watchPing(t, srv.Addr, job.Start, job.Start.Add(job.Duration))
+	reps := runReplicasOf(t, bin, 4, job)
+	pingWorst := <-redisWorst
 	tot := sum(reps)
 	deg, healthy := healthyDegraded(tot)
-	t.Logf("%d checks in 8s from 4×64 callers beside two busy loops: %d degraded (%.4f%%), causes %v, breaker opened %d times; the longest a process went without a CPU: %v",
-		healthy, deg, 100*float64(deg)/float64(max(healthy, 1)), tot.Causes, tot.Opened, tot.MaxStall)
+	open := tot.Causes["open"]
+	t.Logf("%d checks in 8s from 4×64 callers beside two busy loops: %d degraded (%d by an open breaker), causes %v, breaker opened %d times; the longest a process went without a CPU: %v; Redis' slowest PING: %v",
+		healthy, deg, open, tot.Causes, tot.Opened, tot.MaxStall, pingWorst)
 	if tot.Errors != 0 {
 		t.Errorf("%d errors to callers, first: %s", tot.Errors, tot.FirstError)
 	}
 	if healthy == 0 {
 		t.Fatal("no checks ran")
 	}
-	// A trip needs 5 failed round trips in a row: 5 timeouts (250ms) of a
-	// stalled Redis or process. A process the machine left without a CPU
-	// that long opens it rightly; any other trip is a false one.
 	for i, r := range reps {
-		if r.Opened != 0 && r.MaxStall < 4*DefaultTimeout {
-			t.Errorf("replica %d: the breaker opened %d times on a healthy Redis, the process never stalled more than %v", i, r.Opened, r.MaxStall)
+		if r.Opened != 0 && r.MaxStall < starved && pingWorst < starved {
+			t.Errorf("replica %d: the breaker opened %d times on a healthy Redis, though neither the replica (late by %v at worst) nor Redis (slowest PING %v) went %v without a CPU (docs/failure.md)",
+				i, r.Opened, r.MaxStall, pingWorst, starved)
+		}
+		if r.Opened == 0 && r.Causes["open"] != 0 {
+			t.Errorf("replica %d: %d answers by an open breaker that never opened", i, r.Causes["open"])
 		}
 	}
-	// Single timeouts of a starved process remain; a trip would degrade
-	// whole seconds of answers.
-	if tot.Opened == 0 && deg > healthy/50 {
-		t.Errorf("%d of %d answers degraded on a healthy Redis without a trip", deg, healthy)
+	if other := healthy - open; (deg-open)*200 > other {
+		t.Errorf("%d of the %d answers not given by an open breaker (%.4f%%) degraded on a healthy Redis, causes %v; docs/failure.md: at most 0.5%%",
+			deg-open, other, 100*float64(deg-open)/float64(other), tot.Causes)
 	}
+}
+
+// watchPing sends Redis at addr a PING every 10 ms from from to until,
+// on a connection of its own, and then sends the slowest answer's round
+// trip.
+func watchPing(t *testing.T, addr string, from, until time.Time) <-chan time.Duration {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan time.Duration, 1)
+	go func() {
+		defer c.Close()
+		var worst time.Duration
+		time.Sleep(time.Until(from))
+		for time.Now().Before(until) {
+			start := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := c.Do(ctx, c.B().Ping().Build()).Error()
+			cancel()
+			took := time.Since(start)
+			if err != nil {
+				took = max(took, 10*time.Second) // no answer: as slow as it gets
+			}
+			worst = max(worst, took)
+			time.Sleep(10 * time.Millisecond)
+		}
+		out <- worst
+	}()
+	return out
+}
+
+// plainBinary returns a build of this package's tests without the race
+// detector when the test runs with it, or "" when the test binary itself
+// is one: a service is not race-built, and a race-built check costs
+// several times the CPU, so that 4 × 64 callers spinning on 2 cores miss
+// the 50 ms deadline by their own queueing (9 runs under -race at load
+// average 5 to 13: 0.08% to 37% of the answers degraded, 2 of them with
+// the breaker open in 3 of the 4 replicas).
+func plainBinary(t *testing.T) string {
+	t.Helper()
+	if !raceBuild {
+		return ""
+	}
+	bin := filepath.Join(t.TempDir(), "fallback.test")
+	if out, err := exec.Command("go", "test", "-c", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building the replicas without -race: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runReplicasOf is runReplicas with the replicas run from bin (from
+// plainBinary; "" is the test binary itself). The child protocol is
+// internal/childproc's: the job in RATEWARDEN_CHILD_JOB, the report as
+// JSON on stdout.
+func runReplicasOf(t *testing.T, bin string, n int, job replicaJob) []*replicaReport {
+	t.Helper()
+	if bin == "" {
+		return runReplicas(t, n, job)
+	}
+	spec, err := json.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reps, errs := make([]*replicaReport, n), make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Until(job.Start)+job.Duration+2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, "-test.run=^$")
+			cmd.Env = append(os.Environ(), "RATEWARDEN_CHILD_JOB="+string(spec))
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err == nil {
+				reps[i] = new(replicaReport)
+				err = json.Unmarshal(out, reps[i])
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("replica %d: %w; stdout %q; stderr:\n%s", i, err, out, stderr.String())
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return reps
 }
 
 // A caller who cancels while Redis is stopped gets its context's error at
@@ -296,7 +405,7 @@ func TestOneStallIsOneRoundTrip(t *testing.T) {
 	if _, err := srv.Do("DEBUG", "SLEEP", "3"); err != nil { // 15 timeouts
 		t.Fatal(err)
 	}
-	tr.finish(t, latencyMargin+time.Second)
+	tr.finish(t, 200*time.Millisecond)
 	t.Logf("3 stalls of 450ms (timeout 200ms) under 32 callers: breaker opened %d times, %d answers degraded; a 3s stall: opened %d times",
 		short, degradedShort, opened.Load()-short)
 	if short != 0 {

@@ -117,10 +117,11 @@ func TestLongKeysStoreNothing(t *testing.T) {
 // TestMemoryBound fills a store of WithMaxKeys states with keys of the
 // default WithMaxKeyBytes, twice over (the second half evicts), and holds
 // the heap to the documented bound MaxKeys × (MaxKeyBytes + 200 B): the
-// live heap within 1.5 times it, the heap in use (which also counts the
-// gaps freed temporary strings leave in the allocator's spans) within 2.5
-// times. Each key is sliced from a 4 KiB string, which the store must not
-// keep alive: that alone would cost 4 KiB a state.
+// live heap within it and 10% ("about"; measured 0.98 times it), the heap
+// in use (which also counts the gaps freed temporary strings leave in the
+// allocator's spans) within 2.5 times. Each key is sliced from a 4 KiB
+// string, which the store must not keep alive: that alone would cost
+// 4 KiB a state.
 func TestMemoryBound(t *testing.T) {
 	const maxKeys, keyBytes = 5000, memstore.DefaultMaxKeyBytes
 	s, l := newStore(t, memstore.WithMaxKeys(maxKeys))
@@ -142,9 +143,9 @@ func TestMemoryBound(t *testing.T) {
 		t.Fatalf("Len = %d, want nearly %d (full) and at most that", n, maxKeys)
 	}
 	t.Logf("%d states of %d-byte keys: live heap +%s, heap in use +%s; documented bound %s", n, keyBytes, mb(live1-live0), mb(inuse1-inuse0), mb(bound))
-	if grew := live1 - live0; grew > bound*3/2 {
-		t.Errorf("live heap (HeapAlloc) grew by %s for %d states of %d-byte keys, want <= 1.5 × the documented %d × (%d + %d) B = %s",
-			mb(grew), n, keyBytes, maxKeys, keyBytes, stateOverhead, mb(bound*3/2))
+	if grew := live1 - live0; grew > bound*11/10 {
+		t.Errorf("live heap (HeapAlloc) grew by %s for %d states of %d-byte keys, want <= the documented %d × (%d + %d) B and 10%% = %s",
+			mb(grew), n, keyBytes, maxKeys, keyBytes, stateOverhead, mb(bound*11/10))
 	}
 	if grew := inuse1 - inuse0; grew > bound*5/2 {
 		t.Errorf("HeapInuse grew by %s for %d states of %d-byte keys, want <= 2.5 × the documented %d × (%d + %d) B = %s",

@@ -207,18 +207,66 @@ func openGoRedisStore(tb testing.TB, addr string, opts ...Option) *Store {
 	return s
 }
 
-// Slot is CRC-16/XMODEM of the hash tag, modulo 16384 (the clustertest
-// package compares it with CLUSTER KEYSLOT on a real cluster).
+// TestSlot checks Slot against Redis itself: CLUSTER KEYSLOT, on a
+// redis-server in cluster mode, of the keys the store writes for each
+// caller key (a rate limit's, with the default prefix and with another,
+// and the permits'), for plain keys, keys that would break the hash tag
+// and are hashed into it ({, }, a leading #, longer than MaxKeyLen), and
+// odd bytes. Three slots are also pinned to values from Redis' own
+// documentation and the XMODEM check value, so that a server and Slot
+// agreeing on a wrong hash would still fail.
 func TestSlot(t *testing.T) {
-	if got := crc16([]byte("123456789")); got != 0x31c3 {
-		t.Fatalf("crc16(123456789) = %#x, want 0x31c3 (the XMODEM check value)", got)
+	srv := testredis.Start(t, "--cluster-enabled", "yes")
+	keyslot := func(k string) int {
+		t.Helper()
+		out, err := srv.Do("CLUSTER", "KEYSLOT", k)
+		if err != nil {
+			t.Fatalf("CLUSTER KEYSLOT %q: %v", k, err)
+		}
+		n, err := strconv.Atoi(out)
+		if err != nil {
+			t.Fatalf("CLUSTER KEYSLOT %q = %q", k, out)
+		}
+		return n
 	}
-	if got, want := Slot("user:42"), int(crc16([]byte("user:42"))&16383); got != want {
-		t.Errorf("Slot(user:42) = %d, want %d", got, want)
+	for key, want := range map[string]int{
+		"123456789": 12739, // CRC-16/XMODEM check value 0x31c3
+		"somekey":   11058, // CLUSTER KEYSLOT somekey, in Redis' documentation
+		"hash_tag":  2515,  // CLUSTER KEYSLOT foo{hash_tag}, ditto
+	} {
+		if got := Slot(key); got != want {
+			t.Errorf("Slot(%q) = %d, want %d", key, got, want)
+		}
+		if got := keyslot("x{" + key + "}y"); got != want {
+			t.Errorf("CLUSTER KEYSLOT x{%s}y = %d, want %d: the pinned value is wrong", key, got, want)
+		}
 	}
-	// Keys that are hashed into their tag land where the hashed tag does.
-	if got, want := Slot("{x}"), int(crc16(appendTag(nil, "{x}"))&16383); got != want {
-		t.Errorf("Slot({x}) = %d, want %d", got, want)
+	plain, err := newStore(nil, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := newStore(nil, false, []Option{WithPrefix("app:limits:")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 5, Period: time.Second, Burst: 9}
+	keys := []string{
+		"user:42", "a", "0", "tenant:7/route:checkout", "ключ", "key with spaces", "tab\tand\nnewline", "nul\x00byte", "\xff\xfe",
+		"{", "}", "{x}", "a{b}c", "}{", "{}", "x{}", "#", "#abc", "a#b",
+		strings.Repeat("k", MaxKeyLen), strings.Repeat("k", MaxKeyLen+1), strings.Repeat("{", 300),
+	}
+	seen := map[int]bool{}
+	for _, k := range keys {
+		got := Slot(k)
+		seen[got] = true
+		for _, stored := range []string{plain.Key(k, lim), other.Key(k, ratewarden.PerHour(3)), plain.PermitKey(k)} {
+			if want := keyslot(stored); got != want {
+				t.Errorf("Slot(%q) = %d; Redis puts its key %q in slot %d", k, got, stored, want)
+			}
+		}
+	}
+	if len(seen) < len(keys)-2 {
+		t.Errorf("%d keys in %d slots: want them spread", len(keys), len(seen))
 	}
 }
 

@@ -155,13 +155,24 @@ func runFailoverReplica(spec []byte) (any, error) {
 	return rep, nil
 }
 
+// The bounds docs/operations.md states for TestClusterFailoverIsolation,
+// several times what a busy 2-core machine measured.
+const (
+	// promotionBound: the kill to the cluster whole again (2.1 to 2.6 s).
+	promotionBound = 15 * time.Second
+	// backBound: the cluster whole again to the killed primary's keys
+	// decided by Redis again (6 to 7 s): the slot map refresh (1 s), a
+	// probe or two (1 s apart), the write-back grace (5 s), and room.
+	backBound = 20 * time.Second
+)
+
 // TestClusterFailoverIsolation: a primary of a 3+3 cluster is SIGKILLed
 // under 4 replica processes × 32 callers with the default options but
 // for a 1s deadline (local_fallback) and cluster-require-full-coverage no (what
 // docs/operations.md recommends for a rate limiter). No breaker of a
-// surviving primary opens, and their keys are decided by Redis (but for a
-// busy machine's lone timeouts); the killed primary's keys are decided by
-// Redis again once its replica is promoted.
+// surviving primary opens and no answer for their keys is degraded; the
+// cluster is whole again within promotionBound, and the killed primary's
+// keys are decided by Redis again within backBound of that.
 func TestClusterFailoverIsolation(t *testing.T) {
 	cl := testredis.StartCluster(t)
 	if err := cl.DoAll("CONFIG", "SET", "cluster-require-full-coverage", "no"); err != nil {
@@ -225,23 +236,24 @@ func TestClusterFailoverIsolation(t *testing.T) {
 		t.Errorf("%d errors reached callers", errs)
 	}
 	// The failed primary must never degrade the others: no breaker of a
-	// surviving primary opens. A very busy machine's late replies (over
-	// the deadline) may still degrade an answer here and there; a primary
-	// sharing the victim's fate would degrade most of its answers for
-	// seconds.
+	// surviving primary opens, and with the 1s deadline no answer for
+	// their keys is degraded (docs/operations.md: 0).
 	if survivorOpen != 0 {
 		t.Errorf("a surviving primary's breaker was found open %d times", survivorOpen)
 	}
-	if tot.SurvivorDegraded > tot.Survivor/100 {
-		t.Errorf("%d of %d answers for keys on surviving primaries were degraded; want at most 1%%", tot.SurvivorDegraded, tot.Survivor)
+	if tot.SurvivorDegraded != 0 {
+		t.Errorf("%d of %d answers for keys on surviving primaries were degraded; want none (docs/operations.md)", tot.SurvivorDegraded, tot.Survivor)
 	}
 	if tot.VictimDegraded == 0 {
 		t.Error("no answer for the killed primary's keys was degraded: the kill did not take")
 	}
+	if promoted := healed - time.Second; promoted > promotionBound {
+		t.Errorf("the cluster whole again %v after the kill, want <= %v (docs/operations.md)", promoted.Round(time.Millisecond), promotionBound)
+	}
 	// The replicas stop after a clean second of the victim's keys, or at
-	// Max; the bound is the slot map refresh (1s), two probes (2s), the
-	// grace (5s), and room for a busy machine.
-	if last := sum[len(sum)-1]; last.VictimDegraded != 0 || backAt-healed > 20*time.Second {
-		t.Errorf("the killed primary's keys still degraded at the end (%v after the cluster was whole)", time.Duration(len(sum))*slot100ms-healed)
+	// Max.
+	if last := sum[len(sum)-1]; last.VictimDegraded != 0 || backAt-healed > backBound {
+		t.Errorf("the killed primary's keys degraded until %v after the cluster was whole (at the end: %d degraded), want <= %v (docs/operations.md)",
+			(backAt - healed).Round(time.Millisecond), last.VictimDegraded, backBound)
 	}
 }

@@ -46,6 +46,41 @@ func newReplica(t *testing.T, url string, n int, opened *atomic.Int64) *replica 
 	return &replica{raw: raw, fb: fb, lim: lim}
 }
 
+// The failover figures docs/operations.md tabulates are asserted with
+// these bounds, which it states: several times what a busy 2-core machine
+// measured, so that only a failover that hangs or a deadline not applied
+// fails them.
+const (
+	// promotionBound: the kill to the replica promoted (2.3 to 5.2 s).
+	promotionBound = 15 * time.Second
+	// degradedWindowBound: the first to the last degraded decision of
+	// TestFailoverUnderLoad (9 to 12 s): the promotion, a probe or two
+	// (1 s apart), the write-back grace (5 s).
+	degradedWindowBound = 30 * time.Second
+	// backAfterPromotionBound: the promotion to decisions from Redis again
+	// through Sentinel (0.5 s): the client follows the sentinels, the
+	// breaker probes within a second.
+	backAfterPromotionBound = 10 * time.Second
+	// latencyMargin: what a check may take beyond outageOptions' 5 s
+	// deadline on a busy machine (measured at most 1.3 s in all).
+	latencyMargin = 2 * time.Second
+)
+
+// checkFailoverFigures holds TestFailoverUnderLoad's figures to the bounds
+// docs/operations.md states.
+func checkFailoverFigures(t *testing.T, promoted, window, maxLatency time.Duration) {
+	t.Helper()
+	if promoted > promotionBound {
+		t.Errorf("replica promoted %v after the kill, want <= %v (docs/operations.md)", promoted.Round(time.Millisecond), promotionBound)
+	}
+	if window > degradedWindowBound {
+		t.Errorf("degraded window %v, want <= %v (docs/operations.md)", window.Round(time.Millisecond), degradedWindowBound)
+	}
+	if timeout := 5 * time.Second; maxLatency > timeout+latencyMargin {
+		t.Errorf("max check latency %v, want <= the %v deadline + %v (docs/operations.md): the deadline was not applied", maxLatency.Round(time.Millisecond), timeout, latencyMargin)
+	}
+}
+
 // TestFailoverUnderLoad kills a primary while 2 replicas × 32 goroutines
 // check keys on every shard through fallback (LocalFallback). Callers must
 // see no error; decisions must come from Redis again once the replica is
@@ -234,6 +269,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 	if degraded.Load() == 0 {
 		t.Fatal("no degraded decision: the kill was not felt, the test proves nothing")
 	}
+	checkFailoverFigures(t, time.Duration(promotedAt-kill), time.Duration(lastDegrad.Load()-firstDegraded.Load()), time.Duration(maxLatency.Load()))
 
 	// Over-admission: every key was exhausted in Redis before the kill,
 	// so every admission after it is beyond the limit.

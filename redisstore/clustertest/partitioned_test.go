@@ -147,7 +147,9 @@ func TestPartitionedFailoverIsolatesShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	promoted.Store(true)
-	t.Logf("replica promoted %v after the kill", time.Since(killed).Round(time.Millisecond))
+	promotedIn := time.Since(killed)
+	t.Logf("replica promoted %v after the kill", promotedIn.Round(time.Millisecond))
+	checkFailoverFigures(t, promotedIn, 0, 0)
 	// The victim's partitions probe again within a second and find the
 	// promoted replica.
 	testredis.WaitFor(t, failoverCap, func() string {

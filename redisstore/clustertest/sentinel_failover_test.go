@@ -17,8 +17,9 @@ import (
 // deployment while 16 goroutines check keys through fallback
 // (LocalFallback): callers see no error, decisions degrade while the
 // sentinels agree on a new primary, and come from Redis again once the
-// client has followed them to it. The test kills the primary, so it runs
-// on a deployment of its own.
+// client has followed them to it, within the bounds docs/operations.md
+// states. The test kills the primary, so it runs on a deployment of its
+// own.
 func TestSentinelFailoverUnderLoad(t *testing.T) {
 	sentinel := testredis.StartSentinel(t)
 	old, err := sentinel.Primary()
@@ -93,5 +94,11 @@ func TestSentinelFailoverUnderLoad(t *testing.T) {
 		old.Addr, np.Addr, promotedIn.Round(time.Millisecond), backIn.Round(time.Millisecond), calls.Load(), degraded.Load(), errs.Load())
 	if degraded.Load() == 0 {
 		t.Error("no decision was degraded: the kill was not felt, the test proves nothing")
+	}
+	if promotedIn > promotionBound {
+		t.Errorf("the sentinels promoted the replica %v after the kill, want <= %v (docs/operations.md)", promotedIn.Round(time.Millisecond), promotionBound)
+	}
+	if d := backIn - promotedIn; d > backAfterPromotionBound {
+		t.Errorf("decisions from Redis again %v after the promotion, want <= %v (docs/operations.md)", d.Round(time.Millisecond), backAfterPromotionBound)
 	}
 }

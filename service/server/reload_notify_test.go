@@ -118,47 +118,89 @@ func TestReloadConfigMapSwap(t *testing.T) {
 	}
 }
 
+// halfWrittenWindow is how long a half-written file may stay on disk for
+// the test to count it: the watcher loads a changed file only once two
+// reads settleDelay (35 ms, watch.go) apart, with no event between, find
+// the same contents, so a state that lasted less than that can never be
+// loaded. 30 ms leaves 5 ms to spare.
+const halfWrittenWindow = 30 * time.Millisecond
+
 // TestReloadSkipsHalfWritten: a file truncated and then filled in two
-// writes a millisecond apart is loaded whole; what the first write left
-// (a valid file with another rate) is never loaded, since the watcher
-// waits for the files to settle. When the machine is too busy to make
-// the writes close together the check is skipped, and says so.
+// writes is loaded whole; what the truncation and the first write left (an
+// empty file, then a valid file with another rate) is never loaded, since
+// the watcher waits for the files to settle. The writes come 1 ms apart
+// (the watcher sees one burst of events and reads after it) and 20 ms
+// apart (past the watcher's 15 ms quiet delay: it reads the half-written
+// file, and must wait for it to settle rather than load it). A round
+// counts only when the truncation and the second write were less than
+// halfWrittenWindow apart; a busy machine can stretch a round past it, so
+// rounds go on until each gap has 2 that count, or the test fails after
+// 40 rounds. A round fails when its config reloads (successful or not)
+// are not exactly the one of the whole file.
 func TestReloadSkipsHalfWritten(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "policies.yaml")
 	writeFile(t, f, policy(1))
 	s := start(t, memBackend(t), server.WithConfigPaths(dir), server.WithReloadInterval(time.Hour))
-	full := "policies:\n  api: 70/1h fixed_window\n"
-	half := full[:len("policies:\n  api: 7")] + "/1h fixed_window\n" // rate 7: the first half, valid on its own
-	fh, err := os.OpenFile(f, os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	_, err1 := fh.WriteAt([]byte(half), 0)
-	time.Sleep(time.Millisecond)
-	_, err2 := fh.WriteAt([]byte(full), 0)
-	gap := time.Since(start)
-	if err := fh.Close(); err1 != nil || err2 != nil || err != nil {
-		t.Fatal(err1, err2, err)
-	}
-	seen7 := false
-	deadline := time.Now().Add(notifyBound)
-	for {
-		p := s.Config().Policies["api"]
-		seen7 = seen7 || p.Limit.Rate == 7
-		if p.Limit.Rate == 70 {
-			break
+	waitRate(t, s, 1, time.Now())
+	counted := map[time.Duration]int{}
+	var late []string
+	for round := 0; counted[time.Millisecond] < 2 || counted[20*time.Millisecond] < 2; round++ {
+		if round == 40 {
+			t.Fatalf("in 40 rounds, %d with writes 1 ms apart and %d with writes 20 ms apart were done within %v (want 2 of each); too late: %v",
+				counted[time.Millisecond], counted[20*time.Millisecond], halfWrittenWindow, late)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the full file was not loaded within %v (rate %d)", notifyBound, p.Limit.Rate)
+		pause := time.Millisecond
+		if round%2 == 1 {
+			pause = 20 * time.Millisecond
 		}
-		time.Sleep(time.Millisecond)
+		// Rate h is the first half of rate 10h's file: valid on its own.
+		h := round + 2
+		half, full := policy(h), policy(10*h)
+		succ := metric(t, s, "ratewarden_config_reloads_total", `result="success"`)
+		fail := metric(t, s, "ratewarden_config_reloads_total", `result="failure"`)
+		begin := time.Now()
+		fh, err := os.OpenFile(f, os.O_WRONLY|os.O_TRUNC, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err1 := fh.WriteAt([]byte(half), 0)
+		time.Sleep(pause)
+		_, err2 := fh.WriteAt([]byte(full), 0)
+		window := time.Since(begin)
+		if err := fh.Close(); err1 != nil || err2 != nil || err != nil {
+			t.Fatal(err1, err2, err)
+		}
+		seenHalf := false
+		deadline := time.Now().Add(notifyBound)
+		for {
+			p := s.Config().Policies["api"]
+			if p == nil || p.Limit.Rate == int64(h) {
+				seenHalf = true
+			}
+			if p != nil && p.Limit.Rate == int64(10*h) && metric(t, s, "ratewarden_config_reloads_total", `result="success"`) > succ {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the full file (rate %d) was not loaded within %v (config %+v)", round, 10*h, notifyBound, p)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		// A reload of the half-written file would have come before the
+		// whole file's; give the counter of the last one a moment.
+		time.Sleep(50 * time.Millisecond)
+		reloads := metric(t, s, "ratewarden_config_reloads_total", `result="success"`) - succ
+		failed := metric(t, s, "ratewarden_config_reloads_total", `result="failure"`) - fail
+		if window >= halfWrittenWindow {
+			late = append(late, fmt.Sprintf("%v+%v", pause, (window-pause).Round(time.Millisecond)))
+			t.Logf("round %d: writes %v apart, done %v after the truncation (a busy machine): not counted", round, pause, window.Round(time.Millisecond))
+			continue
+		}
+		counted[pause]++
+		if seenHalf || reloads != 1 || failed != 0 {
+			t.Errorf("round %d: truncated, rate %d, rate %d within %v: %v successful and %v failed reloads, half-written config seen %v; want the whole file's reload only",
+				round, h, 10*h, window.Round(time.Microsecond), reloads, failed, seenHalf)
+		}
 	}
-	switch {
-	case gap > 10*time.Millisecond:
-		t.Logf("the two writes were %v apart (a busy machine): the half-written check is skipped", gap)
-	case seen7:
-		t.Errorf("the half-written file (rate 7) was loaded; the writes were %v apart", gap)
-	}
+	t.Logf("rounds counted: %d with writes 1 ms apart, %d 20 ms apart; not counted (pause+lateness): %v", counted[time.Millisecond], counted[20*time.Millisecond], late)
 }
