@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/nilcheck"
-	"github.com/ratewarden/ratewarden/service/config"
 )
 
 // unit is one check of a decision: Cost units against every one of Limits
@@ -17,7 +17,7 @@ type unit struct {
 	khash  uint64 // keyHash of key: compared before key when grouping
 	limits []ratewarden.Limit
 	cost   int64
-	fp     config.FailurePolicy
+	fp     fallback.Policy
 	shadow bool // every limit of the unit is in shadow mode
 	// impossible: the cost exceeds a limit's capacity, so the unit can
 	// never be admitted (Envoy's hits_addend may be larger than a limit);
@@ -30,29 +30,17 @@ type unit struct {
 }
 
 // limiters holds the Limiter of each failure policy, made on first use:
-// an array indexed as config.FailurePolicies, read without a lock or a
-// map lookup.
-type limiters [3]atomic.Pointer[ratewarden.Limiter]
-
-// fpIndex is the index of fp in config.FailurePolicies, or -1.
-func fpIndex(fp config.FailurePolicy) int {
-	switch fp {
-	case config.FailOpen:
-		return 0
-	case config.FailClosed:
-		return 1
-	case config.LocalFallback:
-		return 2
-	}
-	return -1
-}
+// an array indexed by the policy (0, no policy, unused), read without a
+// lock or a map lookup.
+type limiters [fallback.LocalFallback + 1]atomic.Pointer[ratewarden.Limiter]
 
 // limiter returns the Limiter of failure policy fp, built on the first
 // store the backend hands out for it; store calls through it are timed and
 // counted by op and failure policy. A backend failure is a store failure.
-func (s *Server) limiter(fp config.FailurePolicy) (*ratewarden.Limiter, error) {
-	i := fpIndex(fp)
-	if i >= 0 {
+func (s *Server) limiter(fp fallback.Policy) (*ratewarden.Limiter, error) {
+	i := -1
+	if fp >= fallback.FailOpen && int(fp) < len(s.limiters) {
+		i = int(fp)
 		if l := s.limiters[i].Load(); l != nil {
 			return l, nil
 		}

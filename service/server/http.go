@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/httplimit"
 	"github.com/ratewarden/ratewarden/service/config"
 )
@@ -262,7 +263,7 @@ type target struct {
 	limit    ratewarden.Limit
 	limitStr string // limit.String()
 	policy   string // policy name, or "inline"
-	fp       config.FailurePolicy
+	fp       fallback.Policy
 	shadow   bool
 	renderer *httplimit.Renderer // the rate limit headers
 	series   *series             // ratewarden_decisions_total of the policy

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ratewarden/ratewarden"
-	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/fallback"
 )
 
 // metrics are the server's Prometheus series. Labels name APIs, domains,
@@ -135,11 +135,11 @@ type meteredStore struct {
 	tracer trace.Tracer // nil: no spans
 }
 
-func newMeteredStore(st ratewarden.Store, fp config.FailurePolicy, m *metrics, tr trace.Tracer) *meteredStore {
-	ms := &meteredStore{Store: st, fp: string(fp), tracer: tr}
+func newMeteredStore(st ratewarden.Store, fp fallback.Policy, m *metrics, tr trace.Tracer) *meteredStore {
+	ms := &meteredStore{Store: st, fp: fp.String(), tracer: tr}
 	for op, name := range opNames {
-		ms.dur[op] = m.storeDur.WithLabelValues(name, string(fp))
-		ms.errs[op] = m.storeErrs.WithLabelValues(name, string(fp))
+		ms.dur[op] = m.storeDur.WithLabelValues(name, fp.String())
+		ms.errs[op] = m.storeErrs.WithLabelValues(name, fp.String())
 	}
 	return ms
 }
@@ -243,6 +243,6 @@ func (c breakerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- breakerDe
 
 func (c breakerCollector) Collect(ch chan<- prometheus.Metric) {
 	for fp, st := range c.b.Breakers() {
-		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, float64(st), string(fp))
+		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, float64(st), fp.String())
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
-	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/service/server"
 )
 
@@ -215,7 +215,7 @@ type bareBackend struct{ server.Backend }
 
 type bareStore struct{ ratewarden.Store }
 
-func (b bareBackend) Store(fp config.FailurePolicy) (ratewarden.Store, error) {
+func (b bareBackend) Store(fp fallback.Policy) (ratewarden.Store, error) {
 	st, err := b.Backend.Store(fp)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/httplimit"
 	"github.com/ratewarden/ratewarden/service/config"
 )
@@ -47,7 +48,7 @@ type nodePlan struct {
 	qcfg   bool
 	period time.Duration
 	limit  ratewarden.Limit
-	fp     config.FailurePolicy
+	fp     fallback.Policy
 	shared []string // share_threshold wildcards along the path (see evalDesc)
 	// current is the answer's current_limit, shared by every answer that
 	// reports this limit: read-only once built (protobuf messages may be
@@ -62,7 +63,7 @@ type policyPlan struct {
 	p         *config.Policy
 	keyPrefix string // "policy/<escaped name>/"
 	limitStr  string // p.Limit.String() (p.Concurrency.String()), for the answer
-	fp        config.FailurePolicy
+	fp        fallback.Policy
 	renderer  *httplimit.Renderer // nil for a concurrency policy
 	series    series
 }

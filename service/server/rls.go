@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/service/config"
 )
 
@@ -50,7 +51,7 @@ type evalDesc struct {
 	khash  uint64 // keyHash(key)
 	limit  ratewarden.Limit
 	cost   int64
-	fp     config.FailurePolicy
+	fp     fallback.Policy
 	unit   *unit
 	idx    int   // index of limit in unit
 	later  int64 // hits of the descriptors after this one counted on the same limit and key
@@ -498,7 +499,7 @@ func (g *rls) override(e *evalDesc, o *rlcommon.RateLimitDescriptor_RateLimitOve
 	unit := overrideUnits[o.GetUnit()]
 	e.rl = &config.RateLimit{Unit: unit, RequestsPerUnit: o.GetRequestsPerUnit()}
 	e.mult, e.label, e.period = mult, "override", period
-	alg, failure := config.DefaultEnvoyAlgorithm, config.FailurePolicy("")
+	alg, failure := config.DefaultEnvoyAlgorithm, fallback.Policy(0)
 	if node != nil {
 		e.label = node.Path + "(override)"
 		if rl := node.RateLimit; rl != nil && rl.Counted() {

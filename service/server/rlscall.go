@@ -10,6 +10,7 @@ import (
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/httplimit"
 	"github.com/ratewarden/ratewarden/service/config"
 )
@@ -113,7 +114,7 @@ func keyHash64(key string) uint64 { return maphash.String(keySeed, key) }
 type slot struct {
 	key    string
 	khash  uint64
-	fp     config.FailurePolicy
+	fp     fallback.Policy
 	shadow bool
 	limit  ratewarden.Limit
 	cost   int64 // the descriptors' costs, summed

@@ -53,6 +53,7 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/nilcheck"
 	"github.com/ratewarden/ratewarden/service/config"
 )
@@ -62,13 +63,13 @@ type Backend interface {
 	// Store returns the store for limits with failure policy fp. The
 	// server asks once per failure policy (again after an error) and
 	// keeps a Limiter on the store.
-	Store(fp config.FailurePolicy) (ratewarden.Store, error)
+	Store(fp fallback.Policy) (ratewarden.Store, error)
 	// Ready reports whether limits with failure policy fp are decided by
 	// the shared store now (nil) or not (why).
-	Ready(ctx context.Context, fp config.FailurePolicy) error
+	Ready(ctx context.Context, fp fallback.Policy) error
 	// Breakers reports the circuit breaker state of each store built so
-	// far: 0 closed, 1 half-open, 2 open. Nil when there is no breaker.
-	Breakers() map[config.FailurePolicy]int
+	// far. Nil when there is no breaker.
+	Breakers() map[fallback.Policy]fallback.State
 }
 
 // Defaults.
@@ -94,7 +95,7 @@ type Server struct {
 	backend        Backend
 	log            *slog.Logger
 	token          string
-	defaultFailure config.FailurePolicy
+	defaultFailure fallback.Policy
 	paths          []string
 	interval       time.Duration
 	maxBody        int64
@@ -134,7 +135,7 @@ type Server struct {
 type snapshot struct {
 	cfg      *config.Config
 	plan     *plan
-	failures []config.FailurePolicy // every failure policy in use
+	failures []fallback.Policy // every failure policy in use
 	loaded   time.Time
 	source   string // file, static or xds
 	version  string // the xDS version, or the files' fingerprint
@@ -153,7 +154,7 @@ type options struct {
 	interval       time.Duration
 	log            *slog.Logger
 	token          string
-	defaultFailure config.FailurePolicy
+	defaultFailure fallback.Policy
 	maxBody        int64
 	maxKey         int
 	inline         config.InlineLimits
@@ -202,7 +203,7 @@ func WithAPIToken(token string) Option {
 // WithDefaultFailure sets the failure policy of limits whose config names
 // none (directly, by domain or by the top-level failure_policy). Default
 // local_fallback.
-func WithDefaultFailure(fp config.FailurePolicy) Option {
+func WithDefaultFailure(fp fallback.Policy) Option {
 	return func(o *options) { o.defaultFailure = fp }
 }
 
@@ -260,7 +261,7 @@ func (o *options) validate() error {
 	case o.inline.MaxPeriod < 0 || o.inline.MaxRate < 0 || o.inline.MaxSlidingLog < 0 || o.inline.MaxCost < 0:
 		msg = fmt.Sprintf("WithInlineLimits: maxima must not be negative, got %+v", o.inline)
 	default:
-		if _, err := config.ParseFailurePolicy(string(o.defaultFailure)); err != nil {
+		if _, err := o.defaultFailure.MarshalText(); err != nil { // a policy fallback knows
 			return fmt.Errorf("server: WithDefaultFailure: %w", err)
 		}
 		return nil
@@ -278,7 +279,7 @@ func New(backend Backend, opts ...Option) (*Server, error) {
 	}
 	o := options{
 		log:            slog.Default(),
-		defaultFailure: config.LocalFallback,
+		defaultFailure: fallback.LocalFallback,
 		interval:       DefaultReloadInterval,
 		maxBody:        DefaultMaxBodyBytes,
 		maxKey:         DefaultMaxKeyBytes,
@@ -342,7 +343,7 @@ func (s *Server) Config() *config.Config { return s.snap.Load().cfg }
 
 func (s *Server) setConfig(cfg *config.Config, source, version string) {
 	sn := &snapshot{cfg: cfg, plan: s.newPlan(cfg), loaded: time.Now(), source: source, version: version}
-	add := func(fp config.FailurePolicy) {
+	add := func(fp fallback.Policy) {
 		if !slices.Contains(sn.failures, fp) {
 			sn.failures = append(sn.failures, fp)
 		}
@@ -362,20 +363,21 @@ func (s *Server) setConfig(cfg *config.Config, source, version string) {
 		}
 		walk(d.Descriptors)
 	}
-	slices.Sort(sn.failures)
+	// By name, as /readyz and Ready's error list them.
+	slices.SortFunc(sn.failures, func(a, b fallback.Policy) int { return strings.Compare(a.String(), b.String()) })
 	s.snap.Store(sn)
 	s.m.setVersion(source, version)
 }
 
 // failure resolves a limit's failure policy: the first one set among
 // fps, then the config's top level, then the server default.
-func (s *Server) failure(cfg *config.Config, fps ...config.FailurePolicy) config.FailurePolicy {
+func (s *Server) failure(cfg *config.Config, fps ...fallback.Policy) fallback.Policy {
 	for _, fp := range fps {
-		if fp != "" {
+		if fp != 0 {
 			return fp
 		}
 	}
-	if cfg.Failure != "" {
+	if cfg.Failure != 0 {
 		return cfg.Failure
 	}
 	return s.defaultFailure
@@ -424,15 +426,15 @@ func (s *Server) Ready(ctx context.Context) error {
 // degraded lists the failure policies in use whose limits the shared
 // store cannot decide now, with the reasons joined in err; err alone
 // when no configuration is loaded.
-func (s *Server) degraded(ctx context.Context) ([]config.FailurePolicy, error) {
+func (s *Server) degraded(ctx context.Context) ([]fallback.Policy, error) {
 	sn := s.snap.Load()
 	if sn == nil {
 		return nil, errors.New("server: no configuration loaded")
 	}
-	var fps []config.FailurePolicy
+	var fps []fallback.Policy
 	var errs []error
 	for _, fp := range sn.failures {
-		if fp == config.FailOpen {
+		if fp == fallback.FailOpen {
 			continue
 		}
 		if err := s.backend.Ready(ctx, fp); err != nil {
@@ -467,7 +469,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, detailed bo
 	default:
 		names := make([]string, len(fps))
 		for i, fp := range fps {
-			names[i] = string(fp)
+			names[i] = fp.String()
 		}
 		_, _ = io.WriteString(w, "not ready: shared store unavailable; degraded: "+strings.Join(names, ", ")+"\n")
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
-	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/fallback"
 )
 
 // ReserveRequest is the body of POST /v1/reserve.
@@ -291,7 +291,7 @@ func (s *Server) settleOnce(r *http.Request, lim *ratewarden.Limiter, id [idByte
 // reservationFailure is the failure policy a reservation of policy (""
 // for an inline limit) settles under: the policy's now, else the default
 // (the policy may have been removed since).
-func (s *Server) reservationFailure(policy string) config.FailurePolicy {
+func (s *Server) reservationFailure(policy string) fallback.Policy {
 	sn := s.snap.Load()
 	if pp := sn.plan.policies[policy]; pp != nil {
 		return pp.fp

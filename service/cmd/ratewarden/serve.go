@@ -16,6 +16,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/redisstore"
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
@@ -117,7 +118,7 @@ func newServeFlags(getenv func(string) string) (*flag.FlagSet, serveFlags) {
 		cfgPaths:        envFlag(fs, getenv, "config", "RATEWARDEN_CONFIG", "", "config files or directories, comma-separated (default: built-in, one policy)"),
 		redisURL:        envFlag(fs, getenv, "redis", "RATEWARDEN_REDIS_URL", "", "Redis URL (redis://host:6379, redis://h1:7000,h2:7001 for Cluster, redis-sentinel://s1,s2/master; see docs/operations.md); empty: in-memory, single node"),
 		token:           envFlag(fs, getenv, "api-token", "RATEWARDEN_API_TOKEN", "", "bearer token required by the /v1 HTTP API (prefer the environment variable)"),
-		failure:         envFlag(fs, getenv, "failure-policy", "RATEWARDEN_FAILURE_POLICY", string(config.LocalFallback), "failure policy of limits whose config names none: fail_open, fail_closed, local_fallback"),
+		failure:         envFlag(fs, getenv, "failure-policy", "RATEWARDEN_FAILURE_POLICY", fallback.LocalFallback.String(), "failure policy of limits whose config names none: fail_open, fail_closed, local_fallback"),
 		replicas:        envFlag(fs, getenv, "replicas", "RATEWARDEN_REPLICAS", "1", "number of service replicas sharing the limits (local_fallback's share)"),
 		redisTimeout:    envFlag(fs, getenv, "redis-timeout", "RATEWARDEN_REDIS_TIMEOUT", "50ms", "deadline of each Redis call before the failure policy answers"),
 		leaseSize:       envFlag(fs, getenv, "lease-size", "RATEWARDEN_LEASE_SIZE", "0", "with --redis: units a replica takes from Redis at once for fixed_window and token_bucket limits, admitted locally (lease mode, docs/leases.md: never more than a limit, maybe fewer; for hot keys); 0: off"),
@@ -227,7 +228,7 @@ type settings struct {
 	configPaths        []string // nil: the built-in config
 	redisURL           string   // "": in memory, single node
 	token              string
-	failure            config.FailurePolicy
+	failure            fallback.Policy
 	replicas           int
 	redisTimeout       time.Duration
 	leaseSize          int64  // 0: no leases
@@ -266,7 +267,7 @@ func (f serveFlags) settings() (settings, error) {
 		return st, fmt.Errorf("--log-format %q: want text or json", *f.logFormat)
 	}
 	var err error
-	if st.failure, err = config.ParseFailurePolicy(*f.failure); err != nil {
+	if st.failure, err = fallback.ParsePolicy(*f.failure); err != nil {
 		return st, fmt.Errorf("--failure-policy: %w", err)
 	}
 	if st.replicas, err = strconv.Atoi(*f.replicas); err != nil || st.replicas < 1 {

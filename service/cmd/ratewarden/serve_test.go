@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/testredis"
-	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/server"
 )
 
@@ -32,7 +32,7 @@ func TestServeSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := settings{httpAddr: ":8080", grpcAddr: ":8081", failure: config.LocalFallback, replicas: 1,
+	want := settings{httpAddr: ":8080", grpcAddr: ":8081", failure: fallback.LocalFallback, replicas: 1,
 		redisTimeout: 50 * time.Millisecond, reload: time.Second, grace: 10 * time.Second, logLevel: slog.LevelInfo, maxKeyBytes: 1024,
 		nearRatio: 0.8, tlsGRPC: true, tlsHTTP: true, gcHeadroom: 64 << 20}
 	if !reflect.DeepEqual(st, want) {
@@ -158,7 +158,7 @@ func TestLeaseGiveBackWarning(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		store, err := be.Store(config.FailClosed)
+		store, err := be.Store(fallback.FailClosed)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,6 @@ import (
 	"github.com/ratewarden/ratewarden/lease"
 	"github.com/ratewarden/ratewarden/memstore"
 	"github.com/ratewarden/ratewarden/redisstore"
-	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/stack"
 )
 
@@ -51,13 +50,13 @@ func NewMemory(maxKeyBytes int) (*Memory, error) {
 func StoreKeyBytes(maxKeyBytes int) int { return 3*maxKeyBytes + 1024 }
 
 // Store returns the in-memory store.
-func (m *Memory) Store(config.FailurePolicy) (ratewarden.Store, error) { return m.st, nil }
+func (m *Memory) Store(fallback.Policy) (ratewarden.Store, error) { return m.st, nil }
 
 // Ready is always nil: the store is in process.
-func (m *Memory) Ready(context.Context, config.FailurePolicy) error { return nil }
+func (m *Memory) Ready(context.Context, fallback.Policy) error { return nil }
 
 // Breakers is nil: there is no breaker.
-func (m *Memory) Breakers() map[config.FailurePolicy]int { return nil }
+func (m *Memory) Breakers() map[fallback.Policy]fallback.State { return nil }
 
 // Close releases the store.
 func (m *Memory) Close() error { return m.st.Close() }
@@ -70,7 +69,7 @@ func (m *Memory) Close() error { return m.st.Close() }
 type Redis struct {
 	client rueidis.Client
 	stack  *stack.Stack
-	fronts map[config.FailurePolicy]*stack.Front // all built by NewRedis
+	fronts map[fallback.Policy]*stack.Front // all built by NewRedis
 }
 
 type redisOptions struct {
@@ -242,13 +241,9 @@ func newRedis(client rueidis.Client, o redisOptions) (*Redis, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backend: redis stack: %w", err)
 	}
-	r := &Redis{client: client, stack: st, fronts: make(map[config.FailurePolicy]*stack.Front, len(config.FailurePolicies))}
-	for _, fp := range config.FailurePolicies {
-		p, err := fallback.ParsePolicy(string(fp))
-		if err != nil {
-			return nil, fmt.Errorf("backend: redis %s front: %w", fp, err)
-		}
-		f, err := st.NewFront(fallback.WithPolicy(p), fallback.WithName("redis/"+string(fp)))
+	r := &Redis{client: client, stack: st, fronts: map[fallback.Policy]*stack.Front{}}
+	for fp := fallback.FailOpen; fp <= fallback.LocalFallback; fp++ { // every policy
+		f, err := st.NewFront(fallback.WithPolicy(fp), fallback.WithName("redis/"+fp.String()))
 		if err != nil {
 			return nil, fmt.Errorf("backend: redis %s front: %w", fp, err)
 		}
@@ -277,7 +272,7 @@ func (o *redisOptions) validate() error {
 }
 
 // Store returns the front for fp.
-func (r *Redis) Store(fp config.FailurePolicy) (ratewarden.Store, error) {
+func (r *Redis) Store(fp fallback.Policy) (ratewarden.Store, error) {
 	f, err := r.front(fp)
 	if err != nil {
 		return nil, err
@@ -285,7 +280,7 @@ func (r *Redis) Store(fp config.FailurePolicy) (ratewarden.Store, error) {
 	return f, nil
 }
 
-func (r *Redis) front(fp config.FailurePolicy) (*stack.Front, error) {
+func (r *Redis) front(fp fallback.Policy) (*stack.Front, error) {
 	if f := r.fronts[fp]; f != nil {
 		return f, nil
 	}
@@ -294,7 +289,7 @@ func (r *Redis) front(fp config.FailurePolicy) (*stack.Front, error) {
 
 // Ready reports an error while fp's breaker (any of them, on Cluster) is
 // open or Redis does not answer PING.
-func (r *Redis) Ready(ctx context.Context, fp config.FailurePolicy) error {
+func (r *Redis) Ready(ctx context.Context, fp fallback.Policy) error {
 	f, err := r.front(fp)
 	if err != nil {
 		return err
@@ -312,10 +307,10 @@ func (r *Redis) Ready(ctx context.Context, fp config.FailurePolicy) error {
 
 // Breakers reports the breaker state of every failure policy's front (the
 // worst of its breakers, on Cluster).
-func (r *Redis) Breakers() map[config.FailurePolicy]int {
-	out := make(map[config.FailurePolicy]int, len(r.fronts))
+func (r *Redis) Breakers() map[fallback.Policy]fallback.State {
+	out := make(map[fallback.Policy]fallback.State, len(r.fronts))
 	for fp, f := range r.fronts {
-		out[fp] = int(f.State())
+		out[fp] = f.State()
 	}
 	return out
 }
