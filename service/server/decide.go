@@ -8,6 +8,7 @@ import (
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/nilcheck"
+	"github.com/ratewarden/ratewarden/service/server/telemetry"
 )
 
 // unit is one check of a decision: Cost units against every one of Limits
@@ -54,7 +55,7 @@ func (s *Server) limiter(fp fallback.Policy) (*ratewarden.Limiter, error) {
 		// failure (503 / UNAVAILABLE), not the caller's input.
 		return nil, fmt.Errorf("server: store for %s: %v: %w", fp, err, ratewarden.ErrStoreUnavailable)
 	}
-	l, err := ratewarden.New(newMeteredStore(st, fp, s.m, s.tracer))
+	l, err := ratewarden.New(telemetry.Meter(st, fp, s.m, s.tracer))
 	if err != nil {
 		return nil, fmt.Errorf("server: limiter for %s: %v: %w", fp, err, ratewarden.ErrStoreUnavailable)
 	}

@@ -94,9 +94,9 @@ func (s *Server) nearLimit(domain string, e *evalDesc, res *ratewarden.Result) {
 	switch {
 	case after <= threshold:
 	case e.node != nil:
-		e.node.series.nearLimit(s.m, after-max(threshold, before))
+		e.node.series.NearLimit(s.m, after-max(threshold, before))
 	default:
-		s.m.nearLimit.WithLabelValues("grpc", domain, e.label).Add(float64(after - max(threshold, before)))
+		s.m.NearLimit.WithLabelValues("grpc", domain, e.label).Add(float64(after - max(threshold, before)))
 	}
 }
 

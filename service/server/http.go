@@ -21,6 +21,7 @@ import (
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/httplimit"
 	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/service/server/telemetry"
 )
 
 // CheckRequest is the body of POST /v1/check and /v1/peek.
@@ -266,7 +267,7 @@ type target struct {
 	fp       fallback.Policy
 	shadow   bool
 	renderer *httplimit.Renderer // the rate limit headers
-	series   *series             // ratewarden_decisions_total of the policy
+	series   *telemetry.Series   // ratewarden_decisions_total of the policy
 }
 
 // resolve turns key + policy|limit into a target, or a problem. cost is
@@ -360,7 +361,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request, peek bool) 
 		return
 	}
 	if !peek {
-		t.series.decision(s.m, &res, t.shadow)
+		t.series.Decision(s.m, &res, t.shadow)
 	}
 	d := t.answer(w.Header(), in.Key, in.Policy, cost, &res)
 	writeJSON(w, http.StatusOK, &d)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/service/server/telemetry"
 )
 
 // AcquireRequest is the body of POST /v1/acquire.
@@ -170,7 +171,7 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err, in.Key)
 		return
 	}
-	pp.series.decision(s.m, &ratewarden.Result{Allowed: p.Acquired, Source: p.Source}, false)
+	pp.series.Decision(s.m, &ratewarden.Result{Allowed: p.Acquired, Source: p.Source}, false)
 	a := Acquisition{
 		Acquired:     p.Acquired,
 		Key:          in.Key,
@@ -229,7 +230,7 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// released stays false when the store is not asked (a fail_open permit).
-	ctx, released := withPermitOutcome(r.Context())
+	ctx, released := telemetry.WithPermitOutcome(r.Context())
 	if err := s.endPermit(tok, pp, func(p *ratewarden.Permit) error { return p.Release(ctx) }); err != nil {
 		s.writeError(w, r, err, tok.key)
 		return
@@ -238,7 +239,7 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
 	if !*released {
 		result = "not_held"
 	}
-	s.m.permits.WithLabelValues(tok.policy, "release", result).Inc()
+	s.m.Permits.WithLabelValues(tok.policy, "release", result).Inc()
 	writeJSON(w, http.StatusOK, &PermitAnswer{Key: tok.key, Policy: tok.policy, Released: released})
 }
 
@@ -262,14 +263,14 @@ func (s *Server) handleExtend(w http.ResponseWriter, r *http.Request) {
 	err := s.endPermit(tok, pp, func(p *ratewarden.Permit) error { return p.Extend(r.Context(), ttl) })
 	switch {
 	case errors.Is(err, ratewarden.ErrPermitLost):
-		s.m.permits.WithLabelValues(tok.policy, "extend", "lost").Inc()
+		s.m.Permits.WithLabelValues(tok.policy, "extend", "lost").Inc()
 		s.writeProblem(w, newProblem(probPermitLost, "the permit expired (or was released) before it was extended; the work it guarded is no longer counted: acquire a new one"))
 		return
 	case err != nil:
 		s.writeError(w, r, err, tok.key)
 		return
 	}
-	s.m.permits.WithLabelValues(tok.policy, "extend", "extended").Inc()
+	s.m.Permits.WithLabelValues(tok.policy, "extend", "extended").Inc()
 	yes := true
 	writeJSON(w, http.StatusOK, &PermitAnswer{Key: tok.key, Policy: tok.policy, Extended: &yes, TTLMS: ceilMillis(ttl)})
 }

@@ -7,13 +7,13 @@ import (
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/httplimit"
 	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/service/server/telemetry"
 )
 
 // plan is what the server derives from a configuration when it is loaded,
@@ -25,7 +25,7 @@ import (
 type plan struct {
 	domains  map[string]*domainPlan
 	policies map[string]*policyPlan
-	inline   series // the HTTP API's inline limits
+	inline   telemetry.Series // the HTTP API's inline limits
 }
 
 // domainPlan is one Envoy domain's part of a plan.
@@ -55,7 +55,7 @@ type nodePlan struct {
 	// marshaled concurrently, never modified).
 	current  *rlspb.RateLimitResponse_RateLimit
 	renderer *httplimit.Renderer // the headers of this limit alone
-	series   series
+	series   telemetry.Series
 }
 
 // policyPlan is an HTTP API policy, resolved.
@@ -65,7 +65,7 @@ type policyPlan struct {
 	limitStr  string // p.Limit.String() (p.Concurrency.String()), for the answer
 	fp        fallback.Policy
 	renderer  *httplimit.Renderer // nil for a concurrency policy
-	series    series
+	series    telemetry.Series
 }
 
 // draftSet is the headers of RLSHeadersRatewarden and of the HTTP API.
@@ -76,14 +76,14 @@ func (s *Server) newPlan(cfg *config.Config) *plan {
 	pl := &plan{
 		domains:  make(map[string]*domainPlan, len(cfg.Domains)),
 		policies: make(map[string]*policyPlan, len(cfg.Policies)),
-		inline:   series{api: "http", policy: "inline"},
+		inline:   telemetry.Series{API: "http", Policy: "inline"},
 	}
 	for name, p := range cfg.Policies {
 		pp := &policyPlan{
 			p:         p,
 			keyPrefix: policyKeyPrefix(name),
 			fp:        s.failure(cfg, p.Failure),
-			series:    series{api: "http", policy: name},
+			series:    telemetry.Series{API: "http", Policy: name},
 		}
 		if p.Concurrency != nil {
 			pp.limitStr = p.Concurrency.String()
@@ -147,7 +147,7 @@ func (s *Server) newNodePlan(cfg *config.Config, d *config.Domain, n *config.Des
 	}
 	np.current = currentLimit(rl, 0)
 	np.renderer = httplimit.NewRenderer(draftSet, np.headerPolicy())
-	np.series = series{api: "grpc", domain: d.Name, policy: np.label}
+	np.series = telemetry.Series{API: "grpc", Domain: d.Name, Policy: np.label}
 	return np
 }
 
@@ -217,71 +217,4 @@ func mapOrNil(p *map[string]*httplimit.Renderer) map[string]*httplimit.Renderer 
 		return nil
 	}
 	return *p
-}
-
-// Decision outcomes, as the outcome label names them.
-const (
-	outcomeAllowed = iota
-	outcomeDenied
-	outcomeShadowDenied
-	numOutcomes
-)
-
-var outcomeNames = [numOutcomes]string{"allowed", "denied", "shadow_denied"}
-
-// outcome is the outcome of a result, shadow or not.
-func outcome(allowed, shadow bool) int {
-	switch {
-	case allowed:
-		return outcomeAllowed
-	case shadow:
-		return outcomeShadowDenied
-	}
-	return outcomeDenied
-}
-
-// series are the metric series of one API, domain and policy, each looked
-// up in its vector the first time it counts and kept: a decision then
-// counts without hashing its labels. Looking up on first use, not when
-// the plan is made, keeps /metrics free of series that never counted.
-type series struct {
-	api, domain, policy string
-	decisions           [numOutcomes]atomic.Pointer[prometheus.Counter]
-	near                atomic.Pointer[prometheus.Counter]
-}
-
-// decision counts a decision with result res of this series' policy, as
-// metrics.decision does.
-func (sr *series) decision(m *metrics, res *ratewarden.Result, shadow bool) {
-	o := outcome(res.Allowed, shadow)
-	c := sr.decisions[o].Load()
-	if c == nil {
-		c = sr.lookup(&sr.decisions[o], m.decisions, outcomeNames[o])
-	}
-	(*c).Inc()
-	if res.Degraded() {
-		m.degraded.WithLabelValues(sr.api, sr.domain, sr.policy, res.Source.String()).Inc()
-	}
-}
-
-// nearLimit adds n to the near-limit count of this series' policy.
-func (sr *series) nearLimit(m *metrics, n int64) {
-	c := sr.near.Load()
-	if c == nil {
-		c = sr.lookup(&sr.near, m.nearLimit, "")
-	}
-	(*c).Add(float64(n))
-}
-
-// lookup finds the series of vec with this series' labels and last (when
-// not empty) and keeps it in p.
-func (sr *series) lookup(p *atomic.Pointer[prometheus.Counter], vec *prometheus.CounterVec, last string) *prometheus.Counter {
-	var c prometheus.Counter
-	if last != "" {
-		c = vec.WithLabelValues(sr.api, sr.domain, sr.policy, last)
-	} else {
-		c = vec.WithLabelValues(sr.api, sr.domain, sr.policy)
-	}
-	p.Store(&c)
-	return &c
 }

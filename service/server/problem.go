@@ -52,7 +52,7 @@ func newProblem(t probType, detail string) *apiError { return &apiError{t: t, de
 
 // write answers with the problem and counts it.
 func (s *Server) writeProblem(w http.ResponseWriter, e *apiError) {
-	s.m.problems.WithLabelValues(e.t.slug).Inc()
+	s.m.Problems.WithLabelValues(e.t.slug).Inc()
 	httplimit.WriteProblem(w, httplimit.Problem{Type: ProblemBase + e.t.slug, Title: e.t.title, Status: e.t.status, Detail: e.detail})
 }
 

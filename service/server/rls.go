@@ -452,10 +452,10 @@ func (g *rls) status(domain string, e *evalDesc, now time.Time, b *statusBox) bo
 // series, or looked up for an override.
 func (g *rls) count(domain string, e *evalDesc, res *ratewarden.Result) {
 	if e.node != nil {
-		e.node.series.decision(g.s.m, res, e.shadow)
+		e.node.series.Decision(g.s.m, res, e.shadow)
 		return
 	}
-	g.s.m.decision("grpc", domain, e.label, *res, e.shadow)
+	g.s.m.Decision("grpc", domain, e.label, *res, e.shadow)
 }
 
 // currentLimit is e's current_limit: its node's, or made for an override.

@@ -56,6 +56,7 @@ import (
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/nilcheck"
 	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/service/server/telemetry"
 )
 
 // Backend hands the server the stores it decides on.
@@ -109,7 +110,7 @@ type Server struct {
 	tracer         trace.Tracer // nil: no tracing
 	secrets        [][]byte     // sign reservations (the first) and check them
 	reg            *prometheus.Registry
-	m              *metrics
+	m              *telemetry.Metrics
 	limiters       limiters
 
 	snap atomic.Pointer[snapshot]
@@ -323,7 +324,7 @@ func New(backend Backend, opts ...Option) (*Server, error) {
 	if !o.secretsGiven {
 		s.secrets = processSecret()
 	}
-	s.m = newMetrics(s.reg, backend)
+	s.m = telemetry.New(s.reg, backend.Breakers)
 	if o.pathsGiven {
 		if err := s.Reload(); err != nil {
 			return nil, err
@@ -331,7 +332,7 @@ func New(backend Backend, opts ...Option) (*Server, error) {
 	} else {
 		s.setConfig(o.cfg, "static", "")
 	}
-	s.m.configOK.Set(1)
+	s.m.ConfigOK.Set(1)
 	return s, nil
 }
 
@@ -366,7 +367,7 @@ func (s *Server) setConfig(cfg *config.Config, source, version string) {
 	// By name, as /readyz and Ready's error list them.
 	slices.SortFunc(sn.failures, func(a, b fallback.Policy) int { return strings.Compare(a.String(), b.String()) })
 	s.snap.Store(sn)
-	s.m.setVersion(source, version)
+	s.m.SetVersion(source, version)
 }
 
 // failure resolves a limit's failure policy: the first one set among
@@ -397,16 +398,16 @@ func (s *Server) Reload() error {
 	cfg, err := config.Loader{MergeDomains: s.envoy.MergeDomains}.Load(s.paths...)
 	first := s.snap.Load() == nil
 	if err != nil {
-		s.m.reloads.WithLabelValues("failure").Inc()
-		s.m.configOK.Set(0)
+		s.m.Reloads.WithLabelValues("failure").Inc()
+		s.m.ConfigOK.Set(0)
 		if !first {
 			s.log.Error("config reload failed; keeping the configuration in force", "paths", s.paths, "err", err)
 		}
 		return err
 	}
 	s.setConfig(cfg, "file", shortVersion(s.fingerprint))
-	s.m.reloads.WithLabelValues("success").Inc()
-	s.m.configOK.Set(1)
+	s.m.Reloads.WithLabelValues("success").Inc()
+	s.m.ConfigOK.Set(1)
 	for _, w := range cfg.Warnings {
 		s.log.Warn("config: ignored", "where", w.String())
 	}

@@ -155,7 +155,7 @@ func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
 	}
 	res := rv.Results[0]
 	tok := reservationToken{id: newID(), admitted: rv.Admitted(), estimate: est, policy: in.Policy, key: in.Key, results: rv.Results}
-	t.series.decision(s.m, &res, t.shadow)
+	t.series.Decision(s.m, &res, t.shadow)
 	d := Reservation{
 		Decision:       t.answer(w.Header(), in.Key, in.Policy, est, &res),
 		Reservation:    tok.seal(s.secrets[0]),
@@ -193,7 +193,7 @@ func (s *Server) handleSettle(w http.ResponseWriter, r *http.Request) {
 		label = "inline"
 	}
 	if !counted(d) {
-		s.m.settles.WithLabelValues(label, "uncounted").Inc()
+		s.m.Settles.WithLabelValues(label, "uncounted").Inc()
 		writeJSON(w, http.StatusOK, &out)
 		return
 	}
@@ -220,7 +220,7 @@ func (s *Server) handleSettle(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case errors.Is(err, errSettledBefore):
-		s.m.settles.WithLabelValues(label, "refused").Inc()
+		s.m.Settles.WithLabelValues(label, "refused").Inc()
 		s.writeProblem(w, newProblem(probSettled, "this reservation was settled before; a reservation settles once"))
 		return
 	case err != nil:
@@ -320,12 +320,12 @@ func policyKeyPrefix(name string) string { return "policy/" + url.PathEscape(nam
 func (s *Server) countSettlement(policy string, delta, applied int64) {
 	switch {
 	case delta > 0:
-		s.m.settles.WithLabelValues(policy, "charged").Inc()
-		s.m.settled.WithLabelValues(policy, "charged").Add(float64(applied))
+		s.m.Settles.WithLabelValues(policy, "charged").Inc()
+		s.m.Settled.WithLabelValues(policy, "charged").Add(float64(applied))
 	case delta < 0:
-		s.m.settles.WithLabelValues(policy, "refunded").Inc()
-		s.m.settled.WithLabelValues(policy, "refunded").Add(float64(-applied))
+		s.m.Settles.WithLabelValues(policy, "refunded").Inc()
+		s.m.Settled.WithLabelValues(policy, "refunded").Add(float64(-applied))
 	default:
-		s.m.settles.WithLabelValues(policy, "exact").Inc()
+		s.m.Settles.WithLabelValues(policy, "exact").Inc()
 	}
 }

@@ -31,8 +31,8 @@ func (s *Server) SetConfig(cfg *config.Config, source, version string) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	s.setConfig(cfg, source, version)
-	s.m.reloads.WithLabelValues("success").Inc()
-	s.m.configOK.Set(1)
+	s.m.Reloads.WithLabelValues("success").Inc()
+	s.m.ConfigOK.Set(1)
 	for _, w := range cfg.Warnings {
 		s.log.Warn("config: ignored", "where", w.String())
 	}
