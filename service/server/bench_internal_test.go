@@ -14,6 +14,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/testredis"
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
+	"github.com/ratewarden/ratewarden/service/server/decide"
 )
 
 // BenchConfig is the configuration of the benchmarks: limits so high that
@@ -76,7 +77,7 @@ func benchDesc(kv ...string) *rlcommon.RateLimitDescriptor {
 // BenchBackend returns a backend of kind memory or redis (on a
 // redis-server of its own, with a 1 s deadline so that the figures are
 // Redis's, not the fallback's), closed when b ends.
-func BenchBackend(b *testing.B, kind string) Backend {
+func BenchBackend(b *testing.B, kind string) decide.Backend {
 	if kind == "memory" {
 		m, err := backend.NewMemory(DefaultMaxKeyBytes)
 		if err != nil {
@@ -96,7 +97,7 @@ func BenchBackend(b *testing.B, kind string) Backend {
 
 // NewBenchServer is a Server on BenchConfig that is not started; more
 // options may follow.
-func NewBenchServer(b *testing.B, be Backend, opts ...Option) *Server {
+func NewBenchServer(b *testing.B, be decide.Backend, opts ...Option) *Server {
 	cfg, err := config.Parse("bench.yaml", []byte(BenchConfig))
 	if err != nil {
 		b.Fatal(err)

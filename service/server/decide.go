@@ -2,13 +2,9 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"sync/atomic"
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/fallback"
-	"github.com/ratewarden/ratewarden/internal/nilcheck"
-	"github.com/ratewarden/ratewarden/service/server/telemetry"
 )
 
 // unit is one check of a decision: Cost units against every one of Limits
@@ -30,44 +26,6 @@ type unit struct {
 	res1 [1]ratewarden.Result
 }
 
-// limiters holds the Limiter of each failure policy, made on first use:
-// an array indexed by the policy (0, no policy, unused), read without a
-// lock or a map lookup.
-type limiters [fallback.LocalFallback + 1]atomic.Pointer[ratewarden.Limiter]
-
-// limiter returns the Limiter of failure policy fp, built on the first
-// store the backend hands out for it; store calls through it are timed and
-// counted by op and failure policy. A backend failure is a store failure.
-func (s *Server) limiter(fp fallback.Policy) (*ratewarden.Limiter, error) {
-	i := -1
-	if fp >= fallback.FailOpen && int(fp) < len(s.limiters) {
-		i = int(fp)
-		if l := s.limiters[i].Load(); l != nil {
-			return l, nil
-		}
-	}
-	st, err := s.backend.Store(fp)
-	if err == nil && nilcheck.Is(st) {
-		err = fmt.Errorf("no store%s", nilcheck.Describe(st))
-	}
-	if err != nil {
-		// %v: whatever the backend's error wraps, this is the store's
-		// failure (503 / UNAVAILABLE), not the caller's input.
-		return nil, fmt.Errorf("server: store for %s: %v: %w", fp, err, ratewarden.ErrStoreUnavailable)
-	}
-	l, err := ratewarden.New(telemetry.Meter(st, fp, s.m, s.tracer))
-	if err != nil {
-		return nil, fmt.Errorf("server: limiter for %s: %v: %w", fp, err, ratewarden.ErrStoreUnavailable)
-	}
-	if i < 0 {
-		return l, nil // not a policy the config can name: never kept
-	}
-	if !s.limiters[i].CompareAndSwap(nil, l) {
-		return s.limiters[i].Load(), nil // another request made it first
-	}
-	return l, nil
-}
-
 // decide decides units as one request, through Limiter.AllowKeys: each
 // unit atomic on its key; peeked first and consumed only when every
 // non-shadow unit would be admitted, so a denied request consumes nothing
@@ -84,7 +42,7 @@ func (s *Server) decide(ctx context.Context, c *rlsCall, denied bool) error {
 	units := c.units
 	if len(units) == 1 && !units[0].impossible && !denied && len(units[0].limits) == 1 {
 		u := &units[0]
-		lim, err := s.limiter(u.fp)
+		lim, err := s.lims.For(u.fp)
 		if err != nil {
 			return err
 		}
@@ -99,7 +57,7 @@ func (s *Server) decide(ctx context.Context, c *rlsCall, denied bool) error {
 	checks := c.checks[:0]
 	for i := range units {
 		u := &units[i]
-		lim, err := s.limiter(u.fp)
+		lim, err := s.lims.For(u.fp)
 		if err != nil {
 			return err
 		}

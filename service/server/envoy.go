@@ -3,9 +3,10 @@ package server
 import (
 	"math"
 
-	"github.com/ratewarden/ratewarden"
 	"strconv"
 	"time"
+
+	"github.com/ratewarden/ratewarden"
 
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"

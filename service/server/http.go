@@ -21,6 +21,7 @@ import (
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/httplimit"
 	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/service/server/decide"
 	"github.com/ratewarden/ratewarden/service/server/telemetry"
 )
 
@@ -321,8 +322,8 @@ func (s *Server) resolve(key, policy, limit string, cost int64) (target, *apiErr
 		limit:    lim,
 		limitStr: name,
 		policy:   "inline",
-		fp:       s.failure(sn.cfg),
-		renderer: httplimit.NewRenderer(draftSet, httplimit.Policy{Name: name, Limit: lim}),
+		fp:       decide.Failure(sn.cfg, s.defaultFailure),
+		renderer: httplimit.NewRenderer(decide.DraftSet, httplimit.Policy{Name: name, Limit: lim}),
 		series:   &sn.plan.inline,
 	}, nil
 }
@@ -393,7 +394,7 @@ func (t *target) answer(h http.Header, key, policy string, cost int64, res *rate
 // checkOne checks, or peeks, cost units of t through the Limiter of its
 // failure policy: one store call.
 func (s *Server) checkOne(ctx context.Context, t target, cost int64, peek bool) (ratewarden.Result, error) {
-	lim, err := s.limiter(t.fp)
+	lim, err := s.lims.For(t.fp)
 	if err != nil {
 		return ratewarden.Result{}, err
 	}
@@ -418,7 +419,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, e)
 		return
 	}
-	lim, err := s.limiter(t.fp)
+	lim, err := s.lims.For(t.fp)
 	if err == nil {
 		err = lim.Reset(r.Context(), t.key, t.limit)
 	}
@@ -426,7 +427,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err, in.Key)
 		return
 	}
-	s.log.Info("reset", "policy", t.policy, "limit", t.limit.String(), "key_hash", keyHash(in.Key))
+	s.log.Info("reset", "policy", t.policy, "limit", t.limit.String(), "key_hash", decide.KeyHash(in.Key))
 	writeJSON(w, http.StatusOK, map[string]any{"key": in.Key, "policy": in.Policy, "limit": t.limit.String(), "reset": true})
 }
 
@@ -434,14 +435,14 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 // A store failure gets a fixed detail: its error, which may name
 // addresses, goes to the log (the key hashed) and the store metrics.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, key string) {
-	msg := redact(err.Error(), key)
+	msg := decide.Redact(err.Error(), key)
 	switch ratewarden.Classify(r.Context(), err) {
 	case ratewarden.CallerCanceled:
 		// The client went away: not a store failure, and nobody reads this.
-		s.log.Debug("request canceled by the client", "err", msg, "key_hash", keyHash(key))
+		s.log.Debug("request canceled by the client", "err", msg, "key_hash", decide.KeyHash(key))
 		s.writeProblem(w, newProblem(probCanceled, "the request was canceled before the store decided"))
 	case ratewarden.StoreUnavailable, ratewarden.KeyState:
-		s.log.Warn("store unavailable", "err", msg, "key_hash", keyHash(key))
+		s.log.Warn("store unavailable", "err", msg, "key_hash", decide.KeyHash(key))
 		w.Header().Set("Retry-After", "1")
 		s.writeProblem(w, newProblem(probUnavailable, "the rate limit store could not decide; retry later"))
 	default:

@@ -162,7 +162,7 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := pp.p.Concurrency
-	lim, err := s.limiter(pp.fp)
+	lim, err := s.lims.For(pp.fp)
 	var p *ratewarden.Permit
 	if err == nil {
 		p, err = lim.Acquire(r.Context(), pp.keyPrefix+in.Key, c.MaxInFlight, c.TTL)
@@ -211,7 +211,7 @@ func (s *Server) endPermit(tok permitToken, pp *policyPlan, end func(*ratewarden
 	if tok.nowhere {
 		return nil
 	}
-	lim, err := s.limiter(pp.fp)
+	lim, err := s.lims.For(pp.fp)
 	if err != nil {
 		return err
 	}

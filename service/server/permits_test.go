@@ -11,6 +11,7 @@ import (
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/service/server"
+	"github.com/ratewarden/ratewarden/service/server/decide"
 )
 
 const permitPolicies = `
@@ -211,7 +212,7 @@ func TestPermitOfRemovedPolicy(t *testing.T) {
 
 // bareBackend hands out its backend's stores as plain ratewarden.Stores,
 // which neither hold permits nor settle costs.
-type bareBackend struct{ server.Backend }
+type bareBackend struct{ decide.Backend }
 
 type bareStore struct{ ratewarden.Store }
 

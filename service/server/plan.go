@@ -13,6 +13,7 @@ import (
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/httplimit"
 	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/service/server/decide"
 	"github.com/ratewarden/ratewarden/service/server/telemetry"
 )
 
@@ -68,9 +69,6 @@ type policyPlan struct {
 	series    telemetry.Series
 }
 
-// draftSet is the headers of RLSHeadersRatewarden and of the HTTP API.
-const draftSet = httplimit.DraftHeaders | httplimit.XRateLimitHeaders
-
 // newPlan derives the plan of cfg.
 func (s *Server) newPlan(cfg *config.Config) *plan {
 	pl := &plan{
@@ -82,14 +80,14 @@ func (s *Server) newPlan(cfg *config.Config) *plan {
 		pp := &policyPlan{
 			p:         p,
 			keyPrefix: policyKeyPrefix(name),
-			fp:        s.failure(cfg, p.Failure),
+			fp:        decide.Failure(cfg, s.defaultFailure, p.Failure),
 			series:    telemetry.Series{API: "http", Policy: name},
 		}
 		if p.Concurrency != nil {
 			pp.limitStr = p.Concurrency.String()
 		} else {
 			pp.limitStr = p.Limit.String()
-			pp.renderer = httplimit.NewRenderer(draftSet, httplimit.Policy{Name: name, Limit: p.Limit})
+			pp.renderer = httplimit.NewRenderer(decide.DraftSet, httplimit.Policy{Name: name, Limit: p.Limit})
 		}
 		pl.policies[name] = pp
 	}
@@ -143,10 +141,10 @@ func (s *Server) newNodePlan(cfg *config.Config, d *config.Domain, n *config.Des
 		np.kind = kindZero
 	default:
 		np.kind, np.limit = kindCounted, rl.Limit
-		np.fp = s.failure(cfg, rl.Failure, d.Failure)
+		np.fp = decide.Failure(cfg, s.defaultFailure, rl.Failure, d.Failure)
 	}
 	np.current = currentLimit(rl, 0)
-	np.renderer = httplimit.NewRenderer(draftSet, np.headerPolicy())
+	np.renderer = httplimit.NewRenderer(decide.DraftSet, np.headerPolicy())
 	np.series = telemetry.Series{API: "grpc", Domain: d.Name, Policy: np.label}
 	return np
 }
@@ -196,7 +194,7 @@ func (c *rendererCache) get(key []byte, policies []httplimit.Policy) *httplimit.
 			return r
 		}
 	}
-	r := httplimit.NewRenderer(draftSet, policies...)
+	r := httplimit.NewRenderer(decide.DraftSet, policies...)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.m.Load()

@@ -1,10 +1,7 @@
 package server
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
-	"strings"
 
 	"github.com/ratewarden/ratewarden/httplimit"
 )
@@ -54,19 +51,4 @@ func newProblem(t probType, detail string) *apiError { return &apiError{t: t, de
 func (s *Server) writeProblem(w http.ResponseWriter, e *apiError) {
 	s.m.Problems.WithLabelValues(e.t.slug).Inc()
 	httplimit.WriteProblem(w, httplimit.Problem{Type: ProblemBase + e.t.slug, Title: e.t.title, Status: e.t.status, Detail: e.detail})
-}
-
-// keyHash names a caller key in logs without writing it: the first 12 hex
-// digits of its SHA-256.
-func keyHash(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:6])
-}
-
-// redact replaces key in msg by its hash.
-func redact(msg, key string) string {
-	if key == "" {
-		return msg
-	}
-	return strings.ReplaceAll(msg, key, "<key "+keyHash(key)+">")
 }

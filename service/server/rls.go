@@ -19,6 +19,7 @@ import (
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/service/server/decide"
 )
 
 // rls implements envoy.service.ratelimit.v3.RateLimitService.
@@ -48,7 +49,7 @@ type evalDesc struct {
 	period time.Duration     // the limit's period (also for requests_per_unit 0)
 	shared []string          // share_threshold: entry i counts under wildcard shared[i] when not ""
 	key    string
-	khash  uint64 // keyHash(key)
+	khash  uint64 // decide.KeyHash(key)
 	limit  ratewarden.Limit
 	cost   int64
 	fp     fallback.Policy
@@ -309,7 +310,7 @@ func (g *rls) decideAll(ctx context.Context, c *rlsCall) error {
 	// logged with the keys hashed, and the caller gets a fixed message.
 	msg := err.Error()
 	for i := range c.units {
-		msg = redact(msg, c.units[i].key)
+		msg = decide.Redact(msg, c.units[i].key)
 	}
 	if k := ratewarden.Classify(ctx, err); k == ratewarden.StoreUnavailable || k == ratewarden.KeyState {
 		g.s.log.Warn("store unavailable", "err", msg)
@@ -515,7 +516,7 @@ func (g *rls) override(e *evalDesc, o *rlcommon.RateLimitDescriptor_RateLimitOve
 	if err := e.limit.Validate(); err != nil {
 		return invalid("descriptors[%d].limit: %v", i, err)
 	}
-	e.fp = g.s.failure(sn.cfg, failure, dom.Failure)
+	e.fp = decide.Failure(sn.cfg, g.s.defaultFailure, failure, dom.Failure)
 	return nil
 }
 

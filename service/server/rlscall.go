@@ -13,6 +13,7 @@ import (
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/httplimit"
 	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/service/server/decide"
 )
 
 // rlsCall is the working state of one ShouldRateLimit call: buffers that
@@ -238,7 +239,7 @@ func (c *rlsCall) draftHeaders(dp *domainPlan, over bool, now time.Time) []*core
 	case len(c.results) == 0:
 		return nil
 	case c.ids == nil:
-		r = httplimit.NewRenderer(draftSet, c.policies...) // an override is among them
+		r = httplimit.NewRenderer(decide.DraftSet, c.policies...) // an override is among them
 	case len(c.results) == 1:
 		r = c.node0.renderer
 	default:

@@ -21,6 +21,7 @@ import (
 	"github.com/ratewarden/ratewarden/httplimit"
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
+	"github.com/ratewarden/ratewarden/service/server/decide"
 )
 
 // TestDraftHeadersAgainstReference: ratewarden's headers, rendered with
@@ -163,7 +164,7 @@ func referenceHeaders(evals []evalDesc, over bool, now time.Time) []*corepb.Head
 	}
 	hdr.Allowed = !over
 	var out []*corepb.HeaderValue
-	for _, f := range httplimit.NewRenderer(draftSet, policies...).Append(nil, hdr, over) {
+	for _, f := range httplimit.NewRenderer(decide.DraftSet, policies...).Append(nil, hdr, over) {
 		out = append(out, &corepb.HeaderValue{Key: strings.ToLower(f.Name), Value: f.Value})
 	}
 	return out

@@ -56,22 +56,9 @@ import (
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/nilcheck"
 	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/service/server/decide"
 	"github.com/ratewarden/ratewarden/service/server/telemetry"
 )
-
-// Backend hands the server the stores it decides on.
-type Backend interface {
-	// Store returns the store for limits with failure policy fp. The
-	// server asks once per failure policy (again after an error) and
-	// keeps a Limiter on the store.
-	Store(fp fallback.Policy) (ratewarden.Store, error)
-	// Ready reports whether limits with failure policy fp are decided by
-	// the shared store now (nil) or not (why).
-	Ready(ctx context.Context, fp fallback.Policy) error
-	// Breakers reports the circuit breaker state of each store built so
-	// far. Nil when there is no breaker.
-	Breakers() map[fallback.Policy]fallback.State
-}
 
 // Defaults.
 const (
@@ -93,7 +80,7 @@ const grpcStreamWorkers = 128
 // Server serves the APIs. Make one with New, then Start it, or use its
 // handlers (Handler, RegisterGRPC) in servers of your own.
 type Server struct {
-	backend        Backend
+	backend        decide.Backend
 	log            *slog.Logger
 	token          string
 	defaultFailure fallback.Policy
@@ -111,7 +98,7 @@ type Server struct {
 	secrets        [][]byte     // sign reservations (the first) and check them
 	reg            *prometheus.Registry
 	m              *telemetry.Metrics
-	limiters       limiters
+	lims           *decide.Limiters
 
 	snap atomic.Pointer[snapshot]
 
@@ -274,7 +261,7 @@ func (o *options) validate() error {
 // WithConfigPaths; with paths, it loads them now and fails when they are
 // invalid. Errors wrap ratewarden.ErrInvalidConfig and name the option at
 // fault; a nil Option is one too.
-func New(backend Backend, opts ...Option) (*Server, error) {
+func New(backend decide.Backend, opts ...Option) (*Server, error) {
 	if nilcheck.Is(backend) {
 		return nil, fmt.Errorf("server: backend must not be nil%s: %w", nilcheck.Describe(backend), ratewarden.ErrInvalidConfig)
 	}
@@ -325,6 +312,7 @@ func New(backend Backend, opts ...Option) (*Server, error) {
 		s.secrets = processSecret()
 	}
 	s.m = telemetry.New(s.reg, backend.Breakers)
+	s.lims = decide.NewLimiters(backend, s.m, s.tracer)
 	if o.pathsGiven {
 		if err := s.Reload(); err != nil {
 			return nil, err
@@ -350,14 +338,14 @@ func (s *Server) setConfig(cfg *config.Config, source, version string) {
 		}
 	}
 	for _, p := range cfg.Policies {
-		add(s.failure(cfg, p.Failure))
+		add(decide.Failure(cfg, s.defaultFailure, p.Failure))
 	}
 	for _, d := range cfg.Domains {
 		var walk func([]*config.Descriptor)
 		walk = func(ds []*config.Descriptor) {
 			for _, n := range ds {
 				if n.RateLimit != nil && n.RateLimit.Counted() {
-					add(s.failure(cfg, n.RateLimit.Failure, d.Failure))
+					add(decide.Failure(cfg, s.defaultFailure, n.RateLimit.Failure, d.Failure))
 				}
 				walk(n.Descriptors)
 			}
@@ -368,20 +356,6 @@ func (s *Server) setConfig(cfg *config.Config, source, version string) {
 	slices.SortFunc(sn.failures, func(a, b fallback.Policy) int { return strings.Compare(a.String(), b.String()) })
 	s.snap.Store(sn)
 	s.m.SetVersion(source, version)
-}
-
-// failure resolves a limit's failure policy: the first one set among
-// fps, then the config's top level, then the server default.
-func (s *Server) failure(cfg *config.Config, fps ...fallback.Policy) fallback.Policy {
-	for _, fp := range fps {
-		if fp != 0 {
-			return fp
-		}
-	}
-	if cfg.Failure != 0 {
-		return cfg.Failure
-	}
-	return s.defaultFailure
 }
 
 // Reload loads the config paths again. When they are invalid it logs every

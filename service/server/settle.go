@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/fallback"
+	"github.com/ratewarden/ratewarden/service/server/decide"
 )
 
 // ReserveRequest is the body of POST /v1/reserve.
@@ -144,7 +145,7 @@ func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, e)
 		return
 	}
-	lim, err := s.limiter(t.fp)
+	lim, err := s.lims.For(t.fp)
 	var rv *ratewarden.Reservation
 	if err == nil {
 		rv, err = lim.Reserve(r.Context(), t.key, est, t.limit)
@@ -197,7 +198,7 @@ func (s *Server) handleSettle(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, &out)
 		return
 	}
-	lim, err := s.limiter(s.reservationFailure(tok.policy))
+	lim, err := s.lims.For(s.reservationFailure(tok.policy))
 	var rv *ratewarden.Reservation
 	if err == nil {
 		// Settle dates the charge from admitted, an instant of the issuing
@@ -296,7 +297,7 @@ func (s *Server) reservationFailure(policy string) fallback.Policy {
 	if pp := sn.plan.policies[policy]; pp != nil {
 		return pp.fp
 	}
-	return s.failure(sn.cfg)
+	return decide.Failure(sn.cfg, s.defaultFailure)
 }
 
 // reservationKey is the store key a reservation counted under: its

@@ -22,6 +22,7 @@ import (
 	"github.com/ratewarden/ratewarden/service/internal/backend"
 	"github.com/ratewarden/ratewarden/service/internal/gctune"
 	"github.com/ratewarden/ratewarden/service/server"
+	"github.com/ratewarden/ratewarden/service/server/decide"
 )
 
 // defaultConfig is used when no --config is given: one policy for the HTTP
@@ -482,7 +483,7 @@ func newLogger(st settings, w io.Writer) *slog.Logger {
 }
 
 // newBackend is the in-memory backend without a Redis URL, else Redis.
-func newBackend(st settings, log *slog.Logger) (server.Backend, func(), error) {
+func newBackend(st settings, log *slog.Logger) (decide.Backend, func(), error) {
 	if st.redisURL == "" {
 		m, err := backend.NewMemory(st.maxKeyBytes)
 		if err != nil {
