@@ -58,6 +58,7 @@ import (
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/server/decide"
 	"github.com/ratewarden/ratewarden/service/server/telemetry"
+	"github.com/ratewarden/ratewarden/service/server/watch"
 )
 
 // Defaults.
@@ -358,6 +359,13 @@ func (s *Server) setConfig(cfg *config.Config, source, version string) {
 	s.m.SetVersion(source, version)
 }
 
+// loaded is the fingerprint of the config files in force.
+func (s *Server) loaded() string {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	return s.fingerprint
+}
+
 // Reload loads the config paths again. When they are invalid it logs every
 // problem, counts a failed reload and keeps the configuration in force.
 func (s *Server) Reload() error {
@@ -502,8 +510,9 @@ func (s *Server) Start(httpAddr, grpcAddr string) error {
 	}()
 	go s.readiness()
 	if s.paths != nil && s.interval > 0 {
+		w := &watch.Files{Paths: s.paths, Every: s.interval, Log: s.log, Loaded: s.loaded, Reload: func() { _ = s.Reload() }} // Reload logs
 		s.wg.Add(1)
-		go s.watch()
+		go func() { defer s.wg.Done(); w.Run(s.stop) }()
 	}
 	if s.adminLn != nil {
 		s.log.Info("listening", "http", hl.Addr().String(), "grpc", gl.Addr().String(), "admin", s.adminLn.Addr().String())

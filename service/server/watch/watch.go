@@ -1,6 +1,14 @@
-package server
+// Package watch reloads a configuration when its files change: filesystem
+// notifications on the directories that hold them (and where their
+// symlinks lead), polling as the fallback, and a change loaded only once
+// it has settled, so a half-written file is never taken. What to watch,
+// how to tell what is loaded and how to reload come from the caller (the
+// server); of the project it imports service/config (the files'
+// fingerprint) only.
+package watch
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -9,6 +17,22 @@ import (
 
 	"github.com/ratewarden/ratewarden/service/config"
 )
+
+// Files watches the files of a configuration: Run reloads it when they
+// change.
+type Files struct {
+	// Paths are the config files and directories (config.Fingerprint's).
+	Paths []string
+	// Every is how often the files are polled, the fallback for
+	// filesystems without notifications; above 0.
+	Every time.Duration
+	Log   *slog.Logger
+	// Loaded returns the fingerprint of the configuration in force.
+	Loaded func() string
+	// Reload loads the files again, logging its own errors; Loaded says
+	// what it loaded.
+	Reload func()
+}
 
 // The watcher's timing. A filesystem event starts a check once the files
 // have been quiet for notifyQuiet; a changed fingerprint is read again
@@ -19,40 +43,39 @@ const (
 	settleDelay = 35 * time.Millisecond
 )
 
-// watch reloads the configuration when its files change. It learns of a
-// change from filesystem notifications (fsnotify, on the directories that
-// hold the config paths and their symlink targets, so an in-place write, a
-// rename over a file and a Kubernetes ConfigMap's symlink swap are all
-// seen) and, as the fallback for filesystems without notifications, by
-// polling every s.interval. Either way a changed fingerprint is loaded
-// only once it has been read twice in a row, settleDelay apart and with no
-// event between: a file caught half-written (truncated, then filled, as
-// `cat > f` or a non-atomic save does) is not loaded until it stops
-// changing.
-func (s *Server) watch() {
-	defer s.wg.Done()
+// Run reloads the configuration when its files change, until stop is
+// closed. It learns of a change from filesystem notifications (fsnotify,
+// on the directories that hold the config paths and their symlink
+// targets, so an in-place write, a rename over a file and a Kubernetes
+// ConfigMap's symlink swap are all seen) and, as the fallback for
+// filesystems without notifications, by polling every f.Every. Either way
+// a changed fingerprint is loaded only once it has been read twice in a
+// row, settleDelay apart and with no event between: a file caught
+// half-written (truncated, then filled, as `cat > f` or a non-atomic save
+// does) is not loaded until it stops changing.
+func (f *Files) Run(stop <-chan struct{}) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		s.log.Warn("config watch: no filesystem notifications; polling only", "interval", s.interval, "err", err)
+		f.Log.Warn("config watch: no filesystem notifications; polling only", "interval", f.Every, "err", err)
 		w = nil
 	}
 	var events <-chan fsnotify.Event
 	var errs <-chan error
 	if w != nil {
 		defer w.Close()
-		s.addWatches(w)
+		f.addWatches(w)
 		events, errs = w.Events, w.Errors
 	}
-	tick := time.NewTicker(s.interval)
+	tick := time.NewTicker(f.Every)
 	defer tick.Stop()
 	// A first check at once: an edit made between the load and the
 	// watches above sent no notification.
 	check := time.NewTimer(0)
-	c := checker{s: s}
+	c := checker{f: f}
 	for {
 		var pending bool
 		select {
-		case <-s.stop:
+		case <-stop:
 			return
 		case <-tick.C:
 			pending = c.check()
@@ -71,11 +94,11 @@ func (s *Server) watch() {
 				errs = nil
 				continue
 			}
-			s.log.Warn("config watch: filesystem notification error; polling continues", "err", err)
+			f.Log.Warn("config watch: filesystem notification error; polling continues", "err", err)
 			continue
 		}
 		if w != nil {
-			s.addWatches(w) // a directory replaced since is watched again
+			f.addWatches(w) // a directory replaced since is watched again
 		}
 		if pending {
 			check.Reset(settleDelay)
@@ -86,8 +109,8 @@ func (s *Server) watch() {
 // addWatches watches the directories of the config paths: each path's
 // parent, a directory path itself, and the same for where a symlink
 // leads. Errors are ignored: polling covers what cannot be watched.
-func (s *Server) addWatches(w *fsnotify.Watcher) {
-	for _, p := range s.paths {
+func (f *Files) addWatches(w *fsnotify.Watcher) {
+	for _, p := range f.Paths {
 		for _, q := range []string{p, resolved(p)} {
 			if q == "" {
 				continue
@@ -113,7 +136,7 @@ func resolved(p string) string {
 // checker reads the fingerprint for the watcher and reloads settled
 // changes.
 type checker struct {
-	s       *Server
+	f       *Files
 	st      settle
 	lastErr string
 }
@@ -121,21 +144,18 @@ type checker struct {
 // check reads the config files' fingerprint, reloads when a change has
 // settled, and reports whether a change is waiting to settle.
 func (c *checker) check() bool {
-	s := c.s
-	fp, err := config.Fingerprint(s.paths...)
+	f := c.f
+	fp, err := config.Fingerprint(f.Paths...)
 	if err != nil {
 		if err.Error() != c.lastErr { // say it once, not every check
-			s.log.Warn("config watch: cannot read the config files; keeping the configuration in force", "err", err)
+			f.Log.Warn("config watch: cannot read the config files; keeping the configuration in force", "err", err)
 			c.lastErr = err.Error()
 		}
 		return false
 	}
 	c.lastErr = ""
-	s.reloadMu.Lock()
-	changed := fp != s.fingerprint
-	s.reloadMu.Unlock()
-	if c.st.stable(fp, changed) {
-		_ = s.Reload() // logged inside
+	if c.st.stable(fp, fp != f.Loaded()) {
+		f.Reload()
 		return false
 	}
 	return c.st.pending != ""
