@@ -117,7 +117,8 @@ func NewBenchServer(b *testing.B, be decide.Backend, opts ...Option) *Server {
 func BenchmarkRLSDecide(b *testing.B) {
 	for _, kind := range []string{"memory", "redis"} {
 		b.Run(kind, func(b *testing.B) {
-			g := &rls{s: NewBenchServer(b, BenchBackend(b, kind))}
+			s := NewBenchServer(b, BenchBackend(b, kind))
+			g := s.rls
 			for _, load := range BenchLoads {
 				b.Run(load.Name, func(b *testing.B) {
 					reqs := make([]*rlspb.RateLimitRequest, 10000)
@@ -140,7 +141,7 @@ func BenchmarkRLSDecide(b *testing.B) {
 						}
 					})
 					cpu.Stop(b)
-					NoDegraded(b, g.s)
+					NoDegraded(b, s)
 				})
 			}
 		})

@@ -82,7 +82,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/v1/acquire", only(s, s.api(s.handleAcquire), http.MethodPost))
 	mux.Handle("/v1/release", only(s, s.api(s.handleRelease), http.MethodPost))
 	mux.Handle("/v1/extend", only(s, s.api(s.handleExtend), http.MethodPost))
-	mux.Handle("/json", s.api(s.handleJSON))
+	mux.Handle("/json", s.api(s.rls.HandleJSON))
 	mux.Handle("/healthcheck", http.HandlerFunc(s.handleHealthcheck))
 	s.probes(mux, s.adminAddr == "")
 	return mux

@@ -45,7 +45,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -57,6 +56,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/nilcheck"
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/server/decide"
+	"github.com/ratewarden/ratewarden/service/server/rls"
 	"github.com/ratewarden/ratewarden/service/server/telemetry"
 	"github.com/ratewarden/ratewarden/service/server/watch"
 )
@@ -68,8 +68,6 @@ const (
 	// derived from an Envoy request's descriptor entries.
 	DefaultMaxKeyBytes    = 1 << 10
 	DefaultReloadInterval = time.Second
-	// MaxDescriptors bounds the descriptors of one gRPC request.
-	MaxDescriptors = 256
 )
 
 // grpcStreamWorkers is the number of goroutines that serve gRPC calls
@@ -91,7 +89,7 @@ type Server struct {
 	maxKey         int
 	inline         config.InlineLimits
 	adminAddr      string
-	envoy          EnvoyCompat
+	envoy          rls.EnvoyCompat
 	nearRatio      float64
 	grpcTLS        *tls.Config
 	httpTLS        *tls.Config
@@ -100,6 +98,7 @@ type Server struct {
 	reg            *prometheus.Registry
 	m              *telemetry.Metrics
 	lims           *decide.Limiters
+	rls            *rls.Service
 
 	snap atomic.Pointer[snapshot]
 
@@ -148,7 +147,7 @@ type options struct {
 	maxKey         int
 	inline         config.InlineLimits
 	adminAddr      string
-	envoy          EnvoyCompat
+	envoy          rls.EnvoyCompat
 	nearRatio      float64
 	grpcTLS        *tls.Config
 	httpTLS        *tls.Config
@@ -245,7 +244,7 @@ func (o *options) validate() error {
 		msg = fmt.Sprintf("WithMaxKeyBytes: max key bytes must be > 0, got %d", o.maxKey)
 	case !(o.nearRatio > 0 && o.nearRatio <= 1):
 		msg = fmt.Sprintf("WithNearLimitRatio: want a ratio above 0, at most 1, got %v", o.nearRatio)
-	case o.envoy.Headers < RLSHeadersRatewarden || o.envoy.Headers > RLSHeadersNone:
+	case o.envoy.Headers < rls.HeadersRatewarden || o.envoy.Headers > rls.HeadersNone:
 		msg = fmt.Sprintf("WithEnvoyCompat: unknown Headers %d", o.envoy.Headers)
 	case o.inline.MaxPeriod < 0 || o.inline.MaxRate < 0 || o.inline.MaxSlidingLog < 0 || o.inline.MaxCost < 0:
 		msg = fmt.Sprintf("WithInlineLimits: maxima must not be negative, got %+v", o.inline)
@@ -314,6 +313,8 @@ func New(backend decide.Backend, opts ...Option) (*Server, error) {
 	}
 	s.m = telemetry.New(s.reg, backend.Breakers)
 	s.lims = decide.NewLimiters(backend, s.m, s.tracer)
+	s.rls = rls.New(rls.Deps{Log: s.log, Metrics: s.m, Limiters: s.lims, Tracer: s.tracer, MaxKey: s.maxKey,
+		Envoy: s.envoy, NearRatio: s.nearRatio, DefaultFailure: s.defaultFailure})
 	if o.pathsGiven {
 		if err := s.Reload(); err != nil {
 			return nil, err
@@ -355,6 +356,7 @@ func (s *Server) setConfig(cfg *config.Config, source, version string) {
 	}
 	// By name, as /readyz and Ready's error list them.
 	slices.SortFunc(sn.failures, func(a, b fallback.Policy) int { return strings.Compare(a.String(), b.String()) })
+	s.rls.SetConfig(cfg)
 	s.snap.Store(sn)
 	s.m.SetVersion(source, version)
 }
@@ -486,7 +488,7 @@ func (s *Server) Start(httpAddr, grpcAddr string) error {
 	s.httpSrv = s.newHTTPServer(s.Handler())
 	gopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(1 << 20),
-		grpc.ForceServerCodecV2(strictCodec{encoding.GetCodecV2("proto")}),
+		grpc.ForceServerCodecV2(rls.Codec()),
 		// Calls run on long-lived workers, whose stacks have grown to
 		// what a decision needs, instead of a new goroutine each that
 		// grows (copies) its stack on every call: that copying cost more
@@ -656,7 +658,7 @@ func (s *Server) Run(ctx context.Context, httpAddr, grpcAddr string, grace time.
 // with the field path; on a grpc.Server of your own it is INTERNAL, as
 // grpc-go answers every decoding error.
 func (s *Server) RegisterGRPC(g *grpc.Server) {
-	rlspb.RegisterRateLimitServiceServer(g, &rls{s: s})
+	rlspb.RegisterRateLimitServiceServer(g, s.rls)
 	healthpb.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/ratewarden/ratewarden/service/internal/gctune"
 	"github.com/ratewarden/ratewarden/service/server"
 	"github.com/ratewarden/ratewarden/service/server/decide"
+	"github.com/ratewarden/ratewarden/service/server/rls"
 )
 
 // defaultConfig is used when no --config is given: one policy for the HTTP
@@ -240,7 +241,7 @@ type settings struct {
 	inline             bool
 	maxKeyBytes        int
 	adminAddr          string
-	envoy              server.EnvoyCompat
+	envoy              rls.EnvoyCompat
 	nearRatio          float64
 	xds                *xdsSettings // nil: config from files
 	tls                server.TLSFiles
@@ -340,9 +341,9 @@ func (f serveFlags) envoyCompat(st *settings) error {
 	switch *f.rlsHeaders {
 	case "ratewarden":
 	case "envoy":
-		e.Headers = server.RLSHeadersEnvoy
+		e.Headers = rls.HeadersEnvoy
 	case "none":
-		e.Headers = server.RLSHeadersNone
+		e.Headers = rls.HeadersNone
 	default:
 		return fmt.Errorf("--rls-headers %q: want ratewarden, envoy or none", *f.rlsHeaders)
 	}

@@ -1,17 +1,20 @@
-package server
+package rls
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/url"
 	"slices"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -20,13 +23,56 @@ import (
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/server/decide"
+	"github.com/ratewarden/ratewarden/service/server/telemetry"
 )
 
-// rls implements envoy.service.ratelimit.v3.RateLimitService.
-type rls struct {
+// Service implements envoy.service.ratelimit.v3.RateLimitService. Make
+// one with New and give it a configuration (SetConfig) before it serves.
+type Service struct {
 	rlspb.UnimplementedRateLimitServiceServer
-	s *Server
+	log            *slog.Logger
+	m              *telemetry.Metrics
+	lims           *decide.Limiters
+	tracer         trace.Tracer // nil: no spans
+	maxKey         int
+	envoy          EnvoyCompat
+	nearRatio      float64
+	defaultFailure fallback.Policy
+
+	plan atomic.Pointer[plan] // the configuration in force, resolved
 }
+
+// Deps are what a Service decides with. The server hands them over
+// checked (its options validate them); New takes them as they are.
+type Deps struct {
+	Log      *slog.Logger
+	Metrics  *telemetry.Metrics
+	Limiters *decide.Limiters
+	Tracer   trace.Tracer // nil: no spans
+	// MaxKey caps the bytes of the domain and a descriptor's entries
+	// together (--max-key-bytes).
+	MaxKey int
+	Envoy  EnvoyCompat
+	// NearRatio is the share of a limit past which allowed hits count as
+	// near the limit: above 0, at most 1.
+	NearRatio float64
+	// DefaultFailure is the failure policy of limits whose config names
+	// none.
+	DefaultFailure fallback.Policy
+}
+
+// New returns a Service on d.
+func New(d Deps) *Service {
+	return &Service{log: d.Log, m: d.Metrics, lims: d.Limiters, tracer: d.Tracer, maxKey: d.MaxKey,
+		envoy: d.Envoy, nearRatio: d.NearRatio, defaultFailure: d.DefaultFailure}
+}
+
+// SetConfig puts cfg's Envoy domains in force: requests already deciding
+// finish on the configuration they started with.
+func (g *Service) SetConfig(cfg *config.Config) { g.plan.Store(g.newPlan(cfg)) }
+
+// MaxDescriptors bounds the descriptors of one request.
+const MaxDescriptors = 256
 
 // descriptor kinds.
 const (
@@ -96,25 +142,25 @@ func invalid(format string, args ...any) error {
 // An unknown domain, or a descriptor without a limit, is OK. It validates
 // the whole request, resolves each descriptor to what it counts, decides
 // them together and renders the answer.
-func (g *rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
-	if g.s.tracer == nil {
+func (g *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	if g.tracer == nil {
 		return g.decide(ctx, req)
 	}
-	return g.s.traceRLS(ctx, req, func(ctx context.Context) (*rlspb.RateLimitResponse, error) { return g.decide(ctx, req) })
+	return g.traceRLS(ctx, req, func(ctx context.Context) (*rlspb.RateLimitResponse, error) { return g.decide(ctx, req) })
 }
 
 // decide is ShouldRateLimit without its span. The request's working
 // state lives in a pooled rlsCall; the answer never refers to it.
-func (g *rls) decide(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+func (g *Service) decide(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
 	c := newRLSCall()
 	defer c.free()
 	// Validate everything before any store call: bad input consumes nothing.
-	hits, err := c.validate(req, g.s.maxKey)
+	hits, err := c.validate(req, g.maxKey)
 	if err != nil {
 		return nil, err
 	}
-	sn := g.s.snap.Load()
-	dp := sn.plan.domains[req.GetDomain()]
+	sn := g.plan.Load()
+	dp := sn.domains[req.GetDomain()]
 	if dp == nil {
 		return g.unknownDomain(req, len(c.ends)), nil
 	}
@@ -129,12 +175,12 @@ func (g *rls) decide(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.R
 
 // unknownDomain is the answer for a domain the config does not have: OK
 // for each of the n descriptors.
-func (g *rls) unknownDomain(req *rlspb.RateLimitRequest, n int) *rlspb.RateLimitResponse {
+func (g *Service) unknownDomain(req *rlspb.RateLimitRequest, n int) *rlspb.RateLimitResponse {
 	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, n)}
 	for i := range n {
 		resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
 	}
-	if g.s.envoy.DynamicMetadata {
+	if g.envoy.DynamicMetadata {
 		resp.DynamicMetadata = dynamicMetadata(req, nil, nil)
 	}
 	return resp
@@ -226,7 +272,7 @@ func checkString(path, v string, maxKey int) error {
 // resolve turns each descriptor into what it counts: the matched node's
 // limit (or an override), its key, cost, failure policy and label; limits
 // replaced by another that matched count nothing.
-func (g *rls) resolve(req *rlspb.RateLimitRequest, c *rlsCall, hits int64, dp *domainPlan, sn *snapshot) error {
+func (g *Service) resolve(req *rlspb.RateLimitRequest, c *rlsCall, hits int64, dp *domainPlan, sn *plan) error {
 	ds := req.GetDescriptors()
 	evals := c.newEvals(len(ds))
 	for i, d := range ds {
@@ -246,7 +292,7 @@ func (g *rls) resolve(req *rlspb.RateLimitRequest, c *rlsCall, hits int64, dp *d
 			e.configured(np)
 			c.replaced = append(c.replaced, np.rl.Replaces...)
 		}
-		if g.s.envoy.QuotaMode && !e.shadow && e.kind != kindNone && e.kind != kindUnlimited {
+		if g.envoy.QuotaMode && !e.shadow && e.kind != kindNone && e.kind != kindUnlimited {
 			// QUOTA_MODE applies to what would be OVER_LIMIT: not to a
 			// shadow limit, already OK, as in envoyproxy/ratelimit.
 			e.shadow, e.quota = true, true
@@ -291,7 +337,7 @@ func (e *evalDesc) configured(np *nodePlan) {
 
 // decideAll decides the counted descriptors in one step and maps a
 // failure to its gRPC status.
-func (g *rls) decideAll(ctx context.Context, c *rlsCall) error {
+func (g *Service) decideAll(ctx context.Context, c *rlsCall) error {
 	if c.group(); len(c.units) == 0 {
 		return nil
 	}
@@ -299,7 +345,7 @@ func (g *rls) decideAll(ctx context.Context, c *rlsCall) error {
 	for i := range c.evals {
 		zeroDenies = zeroDenies || (c.evals[i].kind == kindZero && !c.evals[i].shadow)
 	}
-	err := g.s.decide(ctx, c, zeroDenies)
+	err := g.decideUnits(ctx, c, zeroDenies)
 	switch ratewarden.Classify(ctx, err) {
 	case ratewarden.NoError:
 		return nil
@@ -313,17 +359,17 @@ func (g *rls) decideAll(ctx context.Context, c *rlsCall) error {
 		msg = decide.Redact(msg, c.units[i].key)
 	}
 	if k := ratewarden.Classify(ctx, err); k == ratewarden.StoreUnavailable || k == ratewarden.KeyState {
-		g.s.log.Warn("store unavailable", "err", msg)
+		g.log.Warn("store unavailable", "err", msg)
 		return status.Error(codes.Unavailable, "the rate limit store could not decide; retry later")
 	}
-	g.s.log.Info("request refused by the limiter", "err", msg)
+	g.log.Info("request refused by the limiter", "err", msg)
 	return invalid("the request is invalid for its limits (a cost or limit the store refuses)")
 }
 
 // render builds the answer, as envoyproxy/ratelimit gives it: one status
 // per descriptor, the overall code, and the headers and dynamic metadata
-// the server's EnvoyCompat asks for.
-func (g *rls) render(req *rlspb.RateLimitRequest, dp *domainPlan, c *rlsCall) *rlspb.RateLimitResponse {
+// the Service's EnvoyCompat asks for.
+func (g *Service) render(req *rlspb.RateLimitRequest, dp *domainPlan, c *rlsCall) *rlspb.RateLimitResponse {
 	evals := c.evals
 	resp, boxes := newResponse(len(evals))
 	now := time.Now()
@@ -338,17 +384,17 @@ func (g *rls) render(req *rlspb.RateLimitRequest, dp *domainPlan, c *rlsCall) *r
 			resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 		}
 	}
-	if g.s.envoy.ShadowMode {
+	if g.envoy.ShadowMode {
 		resp.OverallCode = rlspb.RateLimitResponse_OK // SHADOW_MODE: report, never deny
 	}
-	switch g.s.envoy.Headers {
-	case RLSHeadersRatewarden:
+	switch g.envoy.Headers {
+	case HeadersRatewarden:
 		// No Retry-After on a request that passes, SHADOW_MODE's too.
 		resp.ResponseHeadersToAdd = c.draftHeaders(dp, resp.OverallCode == rlspb.RateLimitResponse_OVER_LIMIT, now)
-	case RLSHeadersEnvoy:
-		resp.ResponseHeadersToAdd = g.s.envoy.headers(resp.Statuses, evals, now)
+	case HeadersEnvoy:
+		resp.ResponseHeadersToAdd = g.envoy.headers(resp.Statuses, evals, now)
 	}
-	if g.s.envoy.DynamicMetadata {
+	if g.envoy.DynamicMetadata {
 		resp.DynamicMetadata = dynamicMetadata(req, evals, quotaOver)
 	}
 	return resp
@@ -401,7 +447,7 @@ func (b *statusBox) setReset(d time.Duration) {
 // duration_until_reset the end of the limit's window, as
 // envoyproxy/ratelimit reports them; a shadow limit's code is OK, and a
 // quota_mode limit's is OK with no duration_until_reset.
-func (g *rls) status(domain string, e *evalDesc, now time.Time, b *statusBox) bool {
+func (g *Service) status(domain string, e *evalDesc, now time.Time, b *statusBox) bool {
 	st := &b.st
 	st.Code = rlspb.RateLimitResponse_OK
 	over := false
@@ -435,7 +481,7 @@ func (g *rls) status(domain string, e *evalDesc, now time.Time, b *statusBox) bo
 		}
 		b.setReset(resetOf(e.limit, *res, now))
 		g.count(domain, e, res)
-		g.s.nearLimit(domain, e, res)
+		g.nearLimit(domain, e, res)
 	default:
 		return false
 	}
@@ -451,12 +497,12 @@ func (g *rls) status(domain string, e *evalDesc, now time.Time, b *statusBox) bo
 
 // count counts e's decision, res, in the metrics: through its node's
 // series, or looked up for an override.
-func (g *rls) count(domain string, e *evalDesc, res *ratewarden.Result) {
+func (g *Service) count(domain string, e *evalDesc, res *ratewarden.Result) {
 	if e.node != nil {
-		e.node.series.Decision(g.s.m, res, e.shadow)
+		e.node.series.Decision(g.m, res, e.shadow)
 		return
 	}
-	g.s.m.Decision("grpc", domain, e.label, *res, e.shadow)
+	g.m.Decision("grpc", domain, e.label, *res, e.shadow)
 }
 
 // currentLimit is e's current_limit: its node's, or made for an override.
@@ -492,7 +538,7 @@ func windowReset(period time.Duration, now time.Time) time.Duration {
 // override applies a descriptor's limit override, as envoyproxy/ratelimit
 // does: it replaces the configured rate (the algorithm stays the matched
 // node's, fixed_window otherwise) and applies even without a matching node.
-func (g *rls) override(e *evalDesc, o *rlcommon.RateLimitDescriptor_RateLimitOverride, node *config.Descriptor, dom *config.Domain, sn *snapshot, i int) error {
+func (g *Service) override(e *evalDesc, o *rlcommon.RateLimitDescriptor_RateLimitOverride, node *config.Descriptor, dom *config.Domain, sn *plan, i int) error {
 	period, mult, err := overridePeriod(o, i)
 	if err != nil {
 		return err
@@ -516,7 +562,7 @@ func (g *rls) override(e *evalDesc, o *rlcommon.RateLimitDescriptor_RateLimitOve
 	if err := e.limit.Validate(); err != nil {
 		return invalid("descriptors[%d].limit: %v", i, err)
 	}
-	e.fp = decide.Failure(sn.cfg, g.s.defaultFailure, failure, dom.Failure)
+	e.fp = decide.Failure(sn.cfg, g.defaultFailure, failure, dom.Failure)
 	return nil
 }
 
@@ -552,4 +598,4 @@ func addSat(a, b int64) int64 {
 	return a + b
 }
 
-var _ rlspb.RateLimitServiceServer = (*rls)(nil)
+var _ rlspb.RateLimitServiceServer = (*Service)(nil)

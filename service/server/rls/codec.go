@@ -1,4 +1,4 @@
-package server
+package rls
 
 import (
 	"fmt"
@@ -15,6 +15,13 @@ import (
 // answers any decoding error with INTERNAL before a handler runs, and
 // invalid input is the caller's fault (INVALID_ARGUMENT, with the path).
 const badUTF8Field = protowire.MaxValidNumber
+
+// Codec is the codec of a gRPC server serving the Service
+// (grpc.ForceServerCodecV2): the proto codec, except that a
+// RateLimitRequest with an invalid UTF-8 string is INVALID_ARGUMENT with
+// the string's path, not the INTERNAL grpc-go answers every decoding
+// error with.
+func Codec() encoding.CodecV2 { return strictCodec{encoding.GetCodecV2("proto")} }
 
 // strictCodec is the proto codec, except that a RateLimitRequest with an
 // invalid UTF-8 string decodes to an empty request carrying badUTF8Field.

@@ -1,38 +1,37 @@
-package server
+package rls
 
 import (
 	"math"
-
 	"strconv"
 	"time"
-
-	"github.com/ratewarden/ratewarden"
 
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/ratewarden/ratewarden"
 )
 
-// RLSHeaders chooses the response_headers_to_add of gRPC answers.
-type RLSHeaders int
+// Headers chooses the response_headers_to_add of gRPC answers.
+type Headers int
 
 const (
-	// RLSHeadersRatewarden (the default) sends ratewarden's headers in
+	// HeadersRatewarden (the default) sends ratewarden's headers in
 	// lower case: ratelimit-policy and ratelimit (the IETF draft), one
 	// item per enforced limit, x-ratelimit-limit, -remaining and -reset
 	// for the binding one, and retry-after when over the limit.
-	RLSHeadersRatewarden RLSHeaders = iota
-	// RLSHeadersEnvoy sends what envoyproxy/ratelimit sends with
+	HeadersRatewarden Headers = iota
+	// HeadersEnvoy sends what envoyproxy/ratelimit sends with
 	// LIMIT_RESPONSE_HEADERS_ENABLED=true: RateLimit-Limit,
 	// RateLimit-Remaining and RateLimit-Reset (names as EnvoyCompat
 	// gives them) of one descriptor: the last one over its limit, else
 	// the one with the fewest remaining.
-	RLSHeadersEnvoy
-	// RLSHeadersNone sends no headers: envoyproxy/ratelimit's default.
-	RLSHeadersNone
+	HeadersEnvoy
+	// HeadersNone sends no headers: envoyproxy/ratelimit's default.
+	HeadersNone
 )
 
-// The header names of RLSHeadersEnvoy when EnvoyCompat names none:
+// The header names of HeadersEnvoy when EnvoyCompat names none:
 // envoyproxy/ratelimit's defaults.
 const (
 	DefaultLimitHeader     = "RateLimit-Limit"
@@ -45,8 +44,8 @@ const (
 // keeps them. The zero EnvoyCompat is ratewarden's default.
 type EnvoyCompat struct {
 	// Headers chooses the response headers (LIMIT_RESPONSE_HEADERS_ENABLED).
-	Headers RLSHeaders
-	// LimitHeader, RemainingHeader and ResetHeader name RLSHeadersEnvoy's
+	Headers Headers
+	// LimitHeader, RemainingHeader and ResetHeader name HeadersEnvoy's
 	// headers (LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER,
 	// LIMIT_RESET_HEADER); empty means the default name.
 	LimitHeader, RemainingHeader, ResetHeader string
@@ -61,27 +60,15 @@ type EnvoyCompat struct {
 	QuotaMode bool
 	// MergeDomains merges config documents of one domain
 	// (MERGE_DOMAIN_CONFIG): config.Loader.MergeDomains for the files
-	// WithConfigPaths names.
+	// the server loads.
 	MergeDomains bool
-}
-
-// DefaultNearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO default.
-const DefaultNearLimitRatio = 0.8
-
-// WithNearLimitRatio sets the share of a limit past which allowed hits
-// count in ratewarden_near_limit_total, as envoyproxy/ratelimit's
-// near_limit statistic (NEAR_LIMIT_RATIO): with a limit of 10 and 0.8,
-// the 9th and 10th hits of a window are near the limit. Above 0, at most
-// 1; default DefaultNearLimitRatio.
-func WithNearLimitRatio(r float64) Option {
-	return func(o *options) { o.nearRatio = r }
 }
 
 // nearLimit counts the allowed hits of e past its near-limit threshold:
 // the hits taking the count from at least floor(rate × ratio) towards the
 // rate, as envoyproxy/ratelimit counts near_limit. Denied hits consume
 // nothing here, so they count neither.
-func (s *Server) nearLimit(domain string, e *evalDesc, res *ratewarden.Result) {
+func (g *Service) nearLimit(domain string, e *evalDesc, res *ratewarden.Result) {
 	if !res.Allowed || e.cost <= 0 || e.limit.Rate <= 0 {
 		return
 	}
@@ -91,23 +78,17 @@ func (s *Server) nearLimit(domain string, e *evalDesc, res *ratewarden.Result) {
 	}
 	after := rate - addSat(res.Remaining, e.later)
 	before := after - e.cost
-	threshold := int64(math.Floor(float64(rate) * s.nearRatio))
+	threshold := int64(math.Floor(float64(rate) * g.nearRatio))
 	switch {
 	case after <= threshold:
 	case e.node != nil:
-		e.node.series.NearLimit(s.m, after-max(threshold, before))
+		e.node.series.NearLimit(g.m, after-max(threshold, before))
 	default:
-		s.m.NearLimit.WithLabelValues("grpc", domain, e.label).Add(float64(after - max(threshold, before)))
+		g.m.NearLimit.WithLabelValues("grpc", domain, e.label).Add(float64(after - max(threshold, before)))
 	}
 }
 
-// WithEnvoyCompat sets envoyproxy/ratelimit's settings the gRPC service
-// follows; see EnvoyCompat.
-func WithEnvoyCompat(c EnvoyCompat) Option {
-	return func(o *options) { o.envoy = c }
-}
-
-// headers are RLSHeadersEnvoy's headers for the statuses of an answer:
+// headers are HeadersEnvoy's headers for the statuses of an answer:
 // those of the last status over its limit that is not in quota mode, else
 // of the status with a limit and the fewest remaining (the first of
 // equals), as envoyproxy/ratelimit picks it. Reset is the window's end in

@@ -1,4 +1,4 @@
-package server
+package rls
 
 import (
 	"context"
@@ -8,26 +8,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-
 	"google.golang.org/grpc/metadata"
 )
-
-// tracerName is the instrumentation scope of the server's spans.
-const tracerName = "github.com/ratewarden/ratewarden/service/server"
-
-// WithTracerProvider traces decisions with tp: a span per gRPC
-// ShouldRateLimit call (and per /json request, which makes one),
-// "ratelimit.ShouldRateLimit", with the domain, the number of
-// descriptors and the overall code; under it a span per store call,
-// "ratewarden.store.check" (or .peek, .reset), with the failure policy,
-// the number of limits, the outcome and the error. No span carries a
-// descriptor's values or a caller's key: they can be addresses or
-// credentials. The spans join the caller's trace when its gRPC metadata
-// or /json headers carry one (W3C traceparent).
-// Nil, the default, is no tracing, at no cost.
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(o *options) { o.tracer = tp }
-}
 
 // Span attribute keys.
 const (
@@ -37,14 +19,14 @@ const (
 )
 
 // traceRLS runs decide in a ShouldRateLimit span when tracing is on.
-func (s *Server) traceRLS(ctx context.Context, req *rlspb.RateLimitRequest, decide func(context.Context) (*rlspb.RateLimitResponse, error)) (*rlspb.RateLimitResponse, error) {
-	if s.tracer == nil {
+func (g *Service) traceRLS(ctx context.Context, req *rlspb.RateLimitRequest, decide func(context.Context) (*rlspb.RateLimitResponse, error)) (*rlspb.RateLimitResponse, error) {
+	if g.tracer == nil {
 		return decide(ctx)
 	}
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		ctx = propagation.TraceContext{}.Extract(ctx, mdCarrier(md))
 	}
-	ctx, span := s.tracer.Start(ctx, "ratelimit.ShouldRateLimit", trace.WithSpanKind(trace.SpanKindServer),
+	ctx, span := g.tracer.Start(ctx, "ratelimit.ShouldRateLimit", trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attrDomain.String(req.GetDomain()), attrDescriptors.Int(len(req.GetDescriptors()))))
 	defer span.End()
 	resp, err := decide(ctx)

@@ -1,4 +1,4 @@
-package server
+package rls
 
 import (
 	"hash/maphash"

@@ -1,4 +1,4 @@
-package server
+package rls
 
 import (
 	"context"
@@ -15,13 +15,16 @@ import (
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/httplimit"
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
 	"github.com/ratewarden/ratewarden/service/server/decide"
+	"github.com/ratewarden/ratewarden/service/server/telemetry"
 )
 
 // TestDraftHeadersAgainstReference: ratewarden's headers, rendered with
@@ -30,7 +33,7 @@ import (
 // its limits, for requests mixing counted, shadow, quota, zero, replaced,
 // repeated and overridden descriptors, over and under their limits.
 func TestDraftHeadersAgainstReference(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("testdata", "every_feature.yaml"))
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "every_feature.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,16 +41,7 @@ func TestDraftHeadersAgainstReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := backend.NewMemory(DefaultMaxKeyBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	s, err := New(m, WithConfig(cfg), WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &rls{s: s}
+	g := newTestService(t, cfg)
 	d := func(kv ...string) *rlcommon.RateLimitDescriptor {
 		x := &rlcommon.RateLimitDescriptor{}
 		for i := 0; i+1 < len(kv); i += 2 {
@@ -77,12 +71,12 @@ func TestDraftHeadersAgainstReference(t *testing.T) {
 		for i, ds := range requests {
 			req := &rlspb.RateLimitRequest{Domain: "shop", Descriptors: ds}
 			c := newRLSCall()
-			hits, err := c.validate(req, s.maxKey)
+			hits, err := c.validate(req, g.maxKey)
 			if err != nil {
 				t.Fatal(err)
 			}
-			sn := s.snap.Load()
-			dp := sn.plan.domains["shop"]
+			sn := g.plan.Load()
+			dp := sn.domains["shop"]
 			if err := g.resolve(req, c, hits, dp, sn); err != nil {
 				t.Fatal(err)
 			}
@@ -101,6 +95,25 @@ func TestDraftHeadersAgainstReference(t *testing.T) {
 			c.free()
 		}
 	}
+}
+
+// testMaxKey is the server's default key cap.
+const testMaxKey = 1 << 10
+
+// newTestService is a Service on cfg, as the server makes it with its
+// defaults, deciding in memory; its backend closes when t ends.
+func newTestService(t *testing.T, cfg *config.Config) *Service {
+	t.Helper()
+	m, err := backend.NewMemory(testMaxKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	metrics := telemetry.New(prometheus.NewRegistry(), m.Breakers)
+	g := New(Deps{Log: slog.New(slog.DiscardHandler), Metrics: metrics, Limiters: decide.NewLimiters(m, metrics, nil),
+		MaxKey: testMaxKey, NearRatio: 0.8, DefaultFailure: fallback.LocalFallback})
+	g.SetConfig(cfg)
+	return g
 }
 
 func headerStrings(hs []*corepb.HeaderValue) []string {

@@ -1,4 +1,4 @@
-package server
+package rls
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 // for one key, decided atomically.
 type unit struct {
 	key    string
-	khash  uint64 // keyHash of key: compared before key when grouping
+	khash  uint64 // keyHash64 of key: compared before key when grouping
 	limits []ratewarden.Limit
 	cost   int64
 	fp     fallback.Policy
@@ -26,7 +26,7 @@ type unit struct {
 	res1 [1]ratewarden.Result
 }
 
-// decide decides units as one request, through Limiter.AllowKeys: each
+// decideUnits decides units as one request, through Limiter.AllowKeys: each
 // unit atomic on its key; peeked first and consumed only when every
 // non-shadow unit would be admitted, so a denied request consumes nothing
 // (best effort across keys, exact per key). Units of different failure
@@ -38,11 +38,11 @@ type unit struct {
 // applies), and so does an impossible unit that is not shadow: then every
 // unit is only peeked, to report its state. Impossible shadow units are
 // peeked after the decision. c holds the checks' buffers.
-func (s *Server) decide(ctx context.Context, c *rlsCall, denied bool) error {
+func (g *Service) decideUnits(ctx context.Context, c *rlsCall, denied bool) error {
 	units := c.units
 	if len(units) == 1 && !units[0].impossible && !denied && len(units[0].limits) == 1 {
 		u := &units[0]
-		lim, err := s.lims.For(u.fp)
+		lim, err := g.lims.For(u.fp)
 		if err != nil {
 			return err
 		}
@@ -57,7 +57,7 @@ func (s *Server) decide(ctx context.Context, c *rlsCall, denied bool) error {
 	checks := c.checks[:0]
 	for i := range units {
 		u := &units[i]
-		lim, err := s.lims.For(u.fp)
+		lim, err := g.lims.For(u.fp)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,42 @@
+package server
+
+import (
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/ratewarden/ratewarden/service/server/rls"
+)
+
+// DefaultNearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO default.
+const DefaultNearLimitRatio = 0.8
+
+// WithNearLimitRatio sets the share of a limit past which allowed hits
+// count in ratewarden_near_limit_total, as envoyproxy/ratelimit's
+// near_limit statistic (NEAR_LIMIT_RATIO): with a limit of 10 and 0.8,
+// the 9th and 10th hits of a window are near the limit. Above 0, at most
+// 1; default DefaultNearLimitRatio.
+func WithNearLimitRatio(r float64) Option {
+	return func(o *options) { o.nearRatio = r }
+}
+
+// WithEnvoyCompat sets envoyproxy/ratelimit's settings the gRPC service
+// follows; see rls.EnvoyCompat.
+func WithEnvoyCompat(c rls.EnvoyCompat) Option {
+	return func(o *options) { o.envoy = c }
+}
+
+// tracerName is the instrumentation scope of the server's spans.
+const tracerName = "github.com/ratewarden/ratewarden/service/server"
+
+// WithTracerProvider traces decisions with tp: a span per gRPC
+// ShouldRateLimit call (and per /json request, which makes one),
+// "ratelimit.ShouldRateLimit", with the domain, the number of
+// descriptors and the overall code; under it a span per store call,
+// "ratewarden.store.check" (or .peek, .reset), with the failure policy,
+// the number of limits, the outcome and the error. No span carries a
+// descriptor's values or a caller's key: they can be addresses or
+// credentials. The spans join the caller's trace when its gRPC metadata
+// or /json headers carry one (W3C traceparent).
+// Nil, the default, is no tracing, at no cost.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tracer = tp }
+}
