@@ -1,8 +1,12 @@
 package server
 
 import (
+	"fmt"
+
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/service/server/api"
 	"github.com/ratewarden/ratewarden/service/server/rls"
 )
 
@@ -39,4 +43,43 @@ const tracerName = "github.com/ratewarden/ratewarden/service/server"
 // Nil, the default, is no tracing, at no cost.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(o *options) { o.tracer = tp }
+}
+
+// WithReservationSecrets sets the secrets that sign reservations
+// (/v1/reserve) and check them (/v1/settle): the first signs, every one is
+// accepted, so that a new secret can be rolled out to every replica
+// before it becomes the first. Replicas that settle each other's
+// reservations need the same secrets. Each must be at least
+// api.MinSecretBytes long. Default: a random secret of the process, so a
+// reservation settles only on the replica that made it, and not after a
+// restart.
+func WithReservationSecrets(secrets ...[]byte) Option {
+	return func(o *options) {
+		o.secrets = make([][]byte, len(secrets))
+		for i, s := range secrets {
+			o.secrets[i] = append([]byte(nil), s...)
+		}
+		o.secretsGiven = true
+	}
+}
+
+// validateSecrets names the first secret too short, or says none came,
+// when WithReservationSecrets was given.
+func (o *options) validateSecrets() error {
+	if !o.secretsGiven {
+		return nil
+	}
+	msg := ""
+	if len(o.secrets) == 0 {
+		msg = "no secret given"
+	}
+	for i, s := range o.secrets {
+		if len(s) < api.MinSecretBytes && msg == "" {
+			msg = fmt.Sprintf("secret %d is %d bytes, want at least %d", i, len(s), api.MinSecretBytes)
+		}
+	}
+	if msg != "" {
+		return fmt.Errorf("server: WithReservationSecrets: %s: %w", msg, ratewarden.ErrInvalidConfig)
+	}
+	return nil
 }

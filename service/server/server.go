@@ -55,6 +55,7 @@ import (
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/nilcheck"
 	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/service/server/api"
 	"github.com/ratewarden/ratewarden/service/server/decide"
 	"github.com/ratewarden/ratewarden/service/server/rls"
 	"github.com/ratewarden/ratewarden/service/server/telemetry"
@@ -81,23 +82,20 @@ const grpcStreamWorkers = 128
 type Server struct {
 	backend        decide.Backend
 	log            *slog.Logger
-	token          string
 	defaultFailure fallback.Policy
 	paths          []string
 	interval       time.Duration
-	maxBody        int64
 	maxKey         int
-	inline         config.InlineLimits
 	adminAddr      string
 	envoy          rls.EnvoyCompat
 	nearRatio      float64
 	grpcTLS        *tls.Config
 	httpTLS        *tls.Config
 	tracer         trace.Tracer // nil: no tracing
-	secrets        [][]byte     // sign reservations (the first) and check them
 	reg            *prometheus.Registry
 	m              *telemetry.Metrics
 	lims           *decide.Limiters
+	api            *api.Service
 	rls            *rls.Service
 
 	snap atomic.Pointer[snapshot]
@@ -122,7 +120,6 @@ type Server struct {
 // snapshot is a loaded config with what the server derives from it.
 type snapshot struct {
 	cfg      *config.Config
-	plan     *plan
 	failures []fallback.Policy // every failure policy in use
 	loaded   time.Time
 	source   string // file, static or xds
@@ -288,19 +285,15 @@ func New(backend decide.Backend, opts ...Option) (*Server, error) {
 	s := &Server{
 		backend:        backend,
 		log:            o.log,
-		token:          o.token,
 		defaultFailure: o.defaultFailure,
 		paths:          o.paths,
 		interval:       o.interval,
-		maxBody:        o.maxBody,
 		maxKey:         o.maxKey,
-		inline:         o.inline,
 		adminAddr:      o.adminAddr,
 		envoy:          o.envoy,
 		nearRatio:      o.nearRatio,
 		grpcTLS:        o.grpcTLS,
 		httpTLS:        o.httpTLS,
-		secrets:        o.secrets,
 		reg:            prometheus.NewRegistry(),
 		health:         health.NewServer(),
 		stop:           make(chan struct{}),
@@ -308,11 +301,10 @@ func New(backend decide.Backend, opts ...Option) (*Server, error) {
 	if o.tracer != nil {
 		s.tracer = o.tracer.Tracer(tracerName)
 	}
-	if !o.secretsGiven {
-		s.secrets = processSecret()
-	}
 	s.m = telemetry.New(s.reg, backend.Breakers)
 	s.lims = decide.NewLimiters(backend, s.m, s.tracer)
+	s.api = api.New(api.Deps{Log: s.log, Metrics: s.m, Limiters: s.lims, Token: o.token, MaxBody: o.maxBody, MaxKey: o.maxKey,
+		Inline: o.inline, DefaultFailure: o.defaultFailure, Secrets: o.secrets})
 	s.rls = rls.New(rls.Deps{Log: s.log, Metrics: s.m, Limiters: s.lims, Tracer: s.tracer, MaxKey: s.maxKey,
 		Envoy: s.envoy, NearRatio: s.nearRatio, DefaultFailure: s.defaultFailure})
 	if o.pathsGiven {
@@ -333,7 +325,7 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 func (s *Server) Config() *config.Config { return s.snap.Load().cfg }
 
 func (s *Server) setConfig(cfg *config.Config, source, version string) {
-	sn := &snapshot{cfg: cfg, plan: s.newPlan(cfg), loaded: time.Now(), source: source, version: version}
+	sn := &snapshot{cfg: cfg, loaded: time.Now(), source: source, version: version}
 	add := func(fp fallback.Policy) {
 		if !slices.Contains(sn.failures, fp) {
 			sn.failures = append(sn.failures, fp)
@@ -356,6 +348,7 @@ func (s *Server) setConfig(cfg *config.Config, source, version string) {
 	}
 	// By name, as /readyz and Ready's error list them.
 	slices.SortFunc(sn.failures, func(a, b fallback.Policy) int { return strings.Compare(a.String(), b.String()) })
+	s.api.SetConfig(cfg)
 	s.rls.SetConfig(cfg)
 	s.snap.Store(sn)
 	s.m.SetVersion(source, version)

@@ -22,6 +22,7 @@ import (
 	"github.com/ratewarden/ratewarden/service/internal/backend"
 	"github.com/ratewarden/ratewarden/service/internal/gctune"
 	"github.com/ratewarden/ratewarden/service/server"
+	"github.com/ratewarden/ratewarden/service/server/api"
 	"github.com/ratewarden/ratewarden/service/server/decide"
 	"github.com/ratewarden/ratewarden/service/server/rls"
 )
@@ -327,8 +328,8 @@ func (f serveFlags) reservationSecrets() ([][]byte, error) {
 	}
 	var out [][]byte
 	for i, sec := range strings.Split(*f.secret, ",") {
-		if len(sec) < server.MinSecretBytes {
-			return nil, fmt.Errorf("--reservation-secret: secret %d of %d is %d bytes, want at least %d (32 random bytes, base64-encoded, say)", i+1, strings.Count(*f.secret, ",")+1, len(sec), server.MinSecretBytes)
+		if len(sec) < api.MinSecretBytes {
+			return nil, fmt.Errorf("--reservation-secret: secret %d of %d is %d bytes, want at least %d (32 random bytes, base64-encoded, say)", i+1, strings.Count(*f.secret, ",")+1, len(sec), api.MinSecretBytes)
 		}
 		out = append(out, []byte(sec))
 	}

@@ -1,4 +1,4 @@
-package server_test
+package api_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
 	"github.com/ratewarden/ratewarden/service/server"
+	"github.com/ratewarden/ratewarden/service/server/api"
 )
 
 // startExampleServer starts a server on cfg, in memory, and returns its base
@@ -66,7 +67,7 @@ func ExampleAcquisition() {
 	defer stop()
 	var permits []string
 	for range 3 {
-		var a server.Acquisition
+		var a api.Acquisition
 		status, err := postJSON(url+"/v1/acquire", `{"key":"tenant-7","policy":"jobs"}`, &a)
 		if err != nil {
 			fmt.Println(err)
@@ -77,12 +78,12 @@ func ExampleAcquisition() {
 			permits = append(permits, a.Permit)
 		}
 	}
-	var ans server.PermitAnswer
+	var ans api.PermitAnswer
 	status, _ := postJSON(url+"/v1/extend", `{"permit":"`+permits[0]+`","ttl_ms":10000}`, &ans)
 	fmt.Printf("extend: %d ttl_ms=%d\n", status, ans.TTLMS)
 	status, _ = postJSON(url+"/v1/release", `{"permit":"`+permits[0]+`"}`, &ans)
 	fmt.Printf("release: %d released=%t\n", status, *ans.Released)
-	var a server.Acquisition
+	var a api.Acquisition
 	status, _ = postJSON(url+"/v1/acquire", `{"key":"tenant-7","policy":"jobs"}`, &a)
 	fmt.Printf("%d acquired=%t held=%d/%d\n", status, a.Acquired, a.Held, a.Max)
 	// Output:
@@ -106,16 +107,16 @@ func ExampleSettlement() {
 		return
 	}
 	defer stop()
-	var r server.Reservation
+	var r api.Reservation
 	if _, err := postJSON(url+"/v1/reserve", `{"key":"team-a","policy":"llm-tokens","estimate":4000}`, &r); err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Printf("reserved: allowed=%t remaining=%d\n", r.Allowed, r.Remaining)
-	var st server.Settlement
+	var st api.Settlement
 	status, _ := postJSON(url+"/v1/settle", `{"reservation":"`+r.Reservation+`","actual":1234}`, &st)
 	fmt.Printf("settled: %d delta=%d applied=%v\n", status, st.Delta, st.Applied)
-	var d server.Decision
+	var d api.Decision
 	_, _ = postJSON(url+"/v1/peek", `{"key":"team-a","policy":"llm-tokens","cost":0}`, &d)
 	fmt.Printf("remaining=%d\n", d.Remaining)
 	var p struct{ Type string }

@@ -1,4 +1,4 @@
-package server
+package api
 
 import (
 	"net/http"
@@ -48,7 +48,7 @@ type apiError struct {
 func newProblem(t probType, detail string) *apiError { return &apiError{t: t, detail: detail} }
 
 // write answers with the problem and counts it.
-func (s *Server) writeProblem(w http.ResponseWriter, e *apiError) {
+func (s *Service) writeProblem(w http.ResponseWriter, e *apiError) {
 	s.m.Problems.WithLabelValues(e.t.slug).Inc()
 	httplimit.WriteProblem(w, httplimit.Problem{Type: ProblemBase + e.t.slug, Title: e.t.title, Status: e.t.status, Detail: e.detail})
 }

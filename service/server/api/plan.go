@@ -1,4 +1,4 @@
-package server
+package api
 
 import (
 	"github.com/ratewarden/ratewarden/fallback"
@@ -8,11 +8,12 @@ import (
 	"github.com/ratewarden/ratewarden/service/server/telemetry"
 )
 
-// plan is what the server derives from a configuration when it is loaded,
-// so that a request only matches, counts and answers: for each HTTP
+// plan is what the Service derives from a configuration when it is put
+// in force, so that a request only looks up, counts and answers: for each
 // policy its key prefix and headers. Metric series are looked up on first
 // use and kept with it.
 type plan struct {
+	cfg      *config.Config
 	policies map[string]*policyPlan
 	inline   telemetry.Series // the HTTP API's inline limits
 }
@@ -28,8 +29,9 @@ type policyPlan struct {
 }
 
 // newPlan derives the plan of cfg.
-func (s *Server) newPlan(cfg *config.Config) *plan {
+func (s *Service) newPlan(cfg *config.Config) *plan {
 	pl := &plan{
+		cfg:      cfg,
 		policies: make(map[string]*policyPlan, len(cfg.Policies)),
 		inline:   telemetry.Series{API: "http", Policy: "inline"},
 	}

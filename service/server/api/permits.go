@@ -1,4 +1,4 @@
-package server
+package api
 
 import (
 	"errors"
@@ -87,7 +87,7 @@ type PermitAnswer struct {
 }
 
 // concurrencyPolicy resolves key and policy for /v1/acquire.
-func (s *Server) concurrencyPolicy(key, policy string) (*policyPlan, *apiError) {
+func (s *Service) concurrencyPolicy(key, policy string) (*policyPlan, *apiError) {
 	switch {
 	case key == "":
 		return nil, newProblem(probInvalid, `field "key" is required`)
@@ -96,7 +96,7 @@ func (s *Server) concurrencyPolicy(key, policy string) (*policyPlan, *apiError) 
 	case policy == "":
 		return nil, newProblem(probInvalid, `field "policy" (a configured concurrency policy: max_in_flight and ttl) is required`)
 	}
-	pp := s.snap.Load().plan.policies[policy]
+	pp := s.plan.Load().policies[policy]
 	switch {
 	case pp == nil:
 		return nil, newProblem(probInvalid, fmt.Sprintf("unknown policy %q", policy))
@@ -116,7 +116,7 @@ func (in *ExtendRequest) permit() string  { return in.Permit }
 // openPermit decodes a /v1/release or /v1/extend body into in and reads
 // the permit it names (permitPolicy); false when it answered with a
 // problem.
-func (s *Server) openPermit(w http.ResponseWriter, r *http.Request, in permitRequest) (permitToken, *policyPlan, bool) {
+func (s *Service) openPermit(w http.ResponseWriter, r *http.Request, in permitRequest) (permitToken, *policyPlan, bool) {
 	e := decodeBody(r, in)
 	var tok permitToken
 	var pp *policyPlan
@@ -132,7 +132,7 @@ func (s *Server) openPermit(w http.ResponseWriter, r *http.Request, in permitReq
 
 // permitPolicy reads a permit and resolves its policy, which must still be
 // a concurrency policy of the configuration in force.
-func (s *Server) permitPolicy(permit string) (permitToken, *policyPlan, *apiError) {
+func (s *Service) permitPolicy(permit string) (permitToken, *policyPlan, *apiError) {
 	if permit == "" {
 		return permitToken{}, nil, newProblem(probInvalid, `field "permit" is required`)
 	}
@@ -140,7 +140,7 @@ func (s *Server) permitPolicy(permit string) (permitToken, *policyPlan, *apiErro
 	if err != nil {
 		return permitToken{}, nil, newProblem(probInvalid, `field "permit": not a permit of this service (send it back as /v1/acquire gave it)`)
 	}
-	pp := s.snap.Load().plan.policies[tok.policy]
+	pp := s.plan.Load().policies[tok.policy]
 	if pp == nil || pp.p.Concurrency == nil {
 		return permitToken{}, nil, newProblem(probInvalid, fmt.Sprintf(`field "permit": its policy %q is no longer a configured concurrency policy; the permit ends with its ttl`, tok.policy))
 	}
@@ -150,7 +150,7 @@ func (s *Server) permitPolicy(permit string) (permitToken, *policyPlan, *apiErro
 // handleAcquire answers POST /v1/acquire: Limiter.Acquire under the
 // policy's failure policy, the permit's holder handed to the caller so
 // that any replica can end the permit (Limiter.PermitOf).
-func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
+func (s *Service) handleAcquire(w http.ResponseWriter, r *http.Request) {
 	var in AcquireRequest
 	if e := decodeBody(r, &in); e != nil {
 		s.writeProblem(w, e)
@@ -207,7 +207,7 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) {
 // endPermit calls end (Release or Extend) on the permit tok names, under
 // the Limiter of its policy's failure policy; a permit fail_open granted
 // is held nowhere, and there is nothing to call.
-func (s *Server) endPermit(tok permitToken, pp *policyPlan, end func(*ratewarden.Permit) error) error {
+func (s *Service) endPermit(tok permitToken, pp *policyPlan, end func(*ratewarden.Permit) error) error {
 	if tok.nowhere {
 		return nil
 	}
@@ -223,7 +223,7 @@ func (s *Server) endPermit(tok permitToken, pp *policyPlan, end func(*ratewarden
 }
 
 // handleRelease answers POST /v1/release: 200 {"released": bool}.
-func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
+func (s *Service) handleRelease(w http.ResponseWriter, r *http.Request) {
 	var in ReleaseRequest
 	tok, pp, ok := s.openPermit(w, r, &in)
 	if !ok {
@@ -245,7 +245,7 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
 
 // handleExtend answers POST /v1/extend: 200 when the permit is held for
 // ttl_ms from now, 410 permit-lost when it was no longer held.
-func (s *Server) handleExtend(w http.ResponseWriter, r *http.Request) {
+func (s *Service) handleExtend(w http.ResponseWriter, r *http.Request) {
 	var in ExtendRequest
 	tok, pp, ok := s.openPermit(w, r, &in)
 	if !ok {

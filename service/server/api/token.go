@@ -1,4 +1,4 @@
-package server
+package api
 
 import (
 	"crypto/hmac"
@@ -34,7 +34,7 @@ const (
 	reservationTag = 'r'
 	idBytes        = 16 // a reservation's id: 128 random bits
 	macBytes       = 16
-	// MinSecretBytes is the shortest secret WithReservationSecrets takes.
+	// MinSecretBytes is the shortest secret that signs reservations.
 	MinSecretBytes = 16
 )
 

@@ -1,4 +1,4 @@
-package server
+package api
 
 import (
 	"crypto/rand"
@@ -68,46 +68,7 @@ type Settlement struct {
 	Applied []int64 `json:"applied"`
 }
 
-// WithReservationSecrets sets the secrets that sign reservations
-// (/v1/reserve) and check them (/v1/settle): the first signs, every one is
-// accepted, so that a new secret can be rolled out to every replica
-// before it becomes the first. Replicas that settle each other's
-// reservations need the same secrets. Each must be at least
-// MinSecretBytes long. Default: a random secret of the process, so a
-// reservation settles only on the replica that made it, and not after a
-// restart.
-func WithReservationSecrets(secrets ...[]byte) Option {
-	return func(o *options) {
-		o.secrets = make([][]byte, len(secrets))
-		for i, s := range secrets {
-			o.secrets[i] = append([]byte(nil), s...)
-		}
-		o.secretsGiven = true
-	}
-}
-
-// validateSecrets names the first secret too short, or says none came,
-// when WithReservationSecrets was given.
-func (o *options) validateSecrets() error {
-	if !o.secretsGiven {
-		return nil
-	}
-	msg := ""
-	if len(o.secrets) == 0 {
-		msg = "no secret given"
-	}
-	for i, s := range o.secrets {
-		if len(s) < MinSecretBytes && msg == "" {
-			msg = fmt.Sprintf("secret %d is %d bytes, want at least %d", i, len(s), MinSecretBytes)
-		}
-	}
-	if msg != "" {
-		return fmt.Errorf("server: WithReservationSecrets: %s: %w", msg, ratewarden.ErrInvalidConfig)
-	}
-	return nil
-}
-
-// processSecret is a random secret for a server given none.
+// processSecret is a random secret for a Service given none.
 func processSecret() [][]byte {
 	s := make([]byte, 32)
 	_, _ = rand.Read(s) // never fails (crypto/rand)
@@ -129,7 +90,7 @@ func settleWindow(lim ratewarden.Limit) time.Duration {
 
 // handleReserve answers POST /v1/reserve: Limiter.Reserve of the estimate,
 // answered as /v1/check answers, with a signed reservation.
-func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
+func (s *Service) handleReserve(w http.ResponseWriter, r *http.Request) {
 	var in ReserveRequest
 	if e := decodeBody(r, &in); e != nil {
 		s.writeProblem(w, e)
@@ -175,7 +136,7 @@ func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
 // of 1 in the shared store, so every replica sees it) for as long as the
 // reservation can be settled; a second settlement finds it taken and is
 // a 409.
-func (s *Server) handleSettle(w http.ResponseWriter, r *http.Request) {
+func (s *Service) handleSettle(w http.ResponseWriter, r *http.Request) {
 	var in SettleRequest
 	if e := decodeBody(r, &in); e != nil {
 		s.writeProblem(w, e)
@@ -244,7 +205,7 @@ func counted(d ratewarden.Decision) bool {
 
 // openSettle checks a settlement's fields and reservation: the token and
 // the time left to settle it.
-func (s *Server) openSettle(in *SettleRequest) (reservationToken, time.Duration, *apiError) {
+func (s *Service) openSettle(in *SettleRequest) (reservationToken, time.Duration, *apiError) {
 	switch {
 	case in.Reservation == "":
 		return reservationToken{}, 0, newProblem(probInvalid, `field "reservation" is required`)
@@ -269,13 +230,13 @@ func (s *Server) openSettle(in *SettleRequest) (reservationToken, time.Duration,
 }
 
 // errSettledBefore: the reservation's settlement record is taken.
-var errSettledBefore = errors.New("server: the reservation was settled before")
+var errSettledBefore = errors.New("api: the reservation was settled before")
 
 // settleOnce takes the settlement record of reservation id, held for left
 // (as long as the reservation can be settled): errSettledBefore when
 // another settlement took it; an error wrapping ErrStoreUnavailable when
 // the store cannot tell (fail_closed answered).
-func (s *Server) settleOnce(r *http.Request, lim *ratewarden.Limiter, id [idBytes]byte, left time.Duration) error {
+func (s *Service) settleOnce(r *http.Request, lim *ratewarden.Limiter, id [idBytes]byte, left time.Duration) error {
 	ttl := max(left.Round(time.Millisecond), ratewarden.MinPeriod)
 	p, err := lim.Acquire(r.Context(), "settled/"+hex.EncodeToString(id[:]), 1, ttl)
 	switch {
@@ -284,7 +245,7 @@ func (s *Server) settleOnce(r *http.Request, lim *ratewarden.Limiter, id [idByte
 	case p.Acquired:
 		return nil // fail_open acquires without a record: a replay then is not caught
 	case p.Source == ratewarden.SourceFailClosed:
-		return fmt.Errorf("server: settle: the store cannot tell whether the reservation was settled: %w", ratewarden.ErrStoreUnavailable)
+		return fmt.Errorf("api: settle: the store cannot tell whether the reservation was settled: %w", ratewarden.ErrStoreUnavailable)
 	}
 	return errSettledBefore
 }
@@ -292,9 +253,9 @@ func (s *Server) settleOnce(r *http.Request, lim *ratewarden.Limiter, id [idByte
 // reservationFailure is the failure policy a reservation of policy (""
 // for an inline limit) settles under: the policy's now, else the default
 // (the policy may have been removed since).
-func (s *Server) reservationFailure(policy string) fallback.Policy {
-	sn := s.snap.Load()
-	if pp := sn.plan.policies[policy]; pp != nil {
+func (s *Service) reservationFailure(policy string) fallback.Policy {
+	sn := s.plan.Load()
+	if pp := sn.policies[policy]; pp != nil {
 		return pp.fp
 	}
 	return decide.Failure(sn.cfg, s.defaultFailure)
@@ -318,7 +279,7 @@ func policyKeyPrefix(name string) string { return "policy/" + url.PathEscape(nam
 
 // countSettlement counts a settlement of delta units, applied of which
 // took effect.
-func (s *Server) countSettlement(policy string, delta, applied int64) {
+func (s *Service) countSettlement(policy string, delta, applied int64) {
 	switch {
 	case delta > 0:
 		s.m.Settles.WithLabelValues(policy, "charged").Inc()
