@@ -12,7 +12,7 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/ratewarden/ratewarden/internal/testredis"
-	"github.com/ratewarden/ratewarden/service/config"
+	svcconfig "github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
 	"github.com/ratewarden/ratewarden/service/server/decide"
 )
@@ -98,7 +98,7 @@ func BenchBackend(b *testing.B, kind string) decide.Backend {
 // NewBenchServer is a Server on BenchConfig that is not started; more
 // options may follow.
 func NewBenchServer(b *testing.B, be decide.Backend, opts ...Option) *Server {
-	cfg, err := config.Parse("bench.yaml", []byte(BenchConfig))
+	cfg, err := svcconfig.Parse("bench.yaml", []byte(BenchConfig))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -31,12 +31,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,21 +51,11 @@ import (
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/nilcheck"
-	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/server/api"
 	"github.com/ratewarden/ratewarden/service/server/decide"
 	"github.com/ratewarden/ratewarden/service/server/rls"
 	"github.com/ratewarden/ratewarden/service/server/telemetry"
 	"github.com/ratewarden/ratewarden/service/server/watch"
-)
-
-// Defaults.
-const (
-	DefaultMaxBodyBytes = 64 << 10
-	// DefaultMaxKeyBytes caps a caller key (HTTP "key") and the key
-	// derived from an Envoy request's descriptor entries.
-	DefaultMaxKeyBytes    = 1 << 10
-	DefaultReloadInterval = time.Second
 )
 
 // grpcStreamWorkers is the number of goroutines that serve gRPC calls
@@ -83,18 +70,14 @@ type Server struct {
 	backend        decide.Backend
 	log            *slog.Logger
 	defaultFailure fallback.Policy
-	paths          []string
+	paths          []string // nil: the config does not come from files
 	interval       time.Duration
-	maxKey         int
 	adminAddr      string
 	envoy          rls.EnvoyCompat
-	nearRatio      float64
-	grpcTLS        *tls.Config
-	httpTLS        *tls.Config
-	tracer         trace.Tracer // nil: no tracing
+	grpcTLS        *tls.Config // nil: plaintext
+	httpTLS        *tls.Config // nil: plaintext
 	reg            *prometheus.Registry
 	m              *telemetry.Metrics
-	lims           *decide.Limiters
 	api            *api.Service
 	rls            *rls.Service
 
@@ -117,202 +100,59 @@ type Server struct {
 	shutdownErr  error
 }
 
-// snapshot is a loaded config with what the server derives from it.
-type snapshot struct {
-	cfg      *config.Config
-	failures []fallback.Policy // every failure policy in use
-	loaded   time.Time
-	source   string // file, static or xds
-	version  string // the xDS version, or the files' fingerprint
-}
-
-// Option configures a Server; pass options to New, which validates what
-// they collected.
-type Option func(*options)
-
-// options is what the options of New collect, on top of its defaults.
-type options struct {
-	cfg            *config.Config
-	cfgGiven       bool
-	paths          []string
-	pathsGiven     bool
-	interval       time.Duration
-	log            *slog.Logger
-	token          string
-	defaultFailure fallback.Policy
-	maxBody        int64
-	maxKey         int
-	inline         config.InlineLimits
-	adminAddr      string
-	envoy          rls.EnvoyCompat
-	nearRatio      float64
-	grpcTLS        *tls.Config
-	httpTLS        *tls.Config
-	tracer         trace.TracerProvider
-	secrets        [][]byte
-	secretsGiven   bool
-}
-
-// WithConfig sets a configuration that is already loaded (no reload).
-func WithConfig(cfg *config.Config) Option {
-	return func(o *options) { o.cfg, o.cfgGiven = cfg, true }
-}
-
-// WithConfigPaths loads the configuration from files or directories and
-// reloads it when their contents change, about 50 ms after a settled
-// change (filesystem notifications, and polling every WithReloadInterval
-// as the fallback), or when Reload is called (on SIGHUP, say). With
-// EnvoyCompat.MergeDomains, documents of one domain are merged.
-func WithConfigPaths(paths ...string) Option {
-	return func(o *options) { o.paths, o.pathsGiven = paths, true }
-}
-
-// WithReloadInterval sets how often config files are polled for changes,
-// the fallback for filesystems without notifications; 0 turns watching
-// off, notifications too (Reload still works). Default one second.
-func WithReloadInterval(d time.Duration) Option {
-	return func(o *options) { o.interval = d }
-}
-
-// WithLogger sets the logger; default slog.Default().
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) { o.log = l }
-}
-
-// WithAPIToken requires "Authorization: Bearer <token>" on the /v1 API.
-// Empty means no authentication (the default).
-func WithAPIToken(token string) Option {
-	return func(o *options) { o.token = token }
-}
-
-// WithDefaultFailure sets the failure policy of limits whose config names
-// none (directly, by domain or by the top-level failure_policy). Default
-// local_fallback.
-func WithDefaultFailure(fp fallback.Policy) Option {
-	return func(o *options) { o.defaultFailure = fp }
-}
-
-// WithMaxBodyBytes bounds HTTP API request bodies (413 beyond);
-// default 64 KiB.
-func WithMaxBodyBytes(n int64) Option {
-	return func(o *options) { o.maxBody = n }
-}
-
-// WithMaxKeyBytes caps the bytes of a caller key: the HTTP API's "key"
-// (400 beyond) and the store key an Envoy descriptor's entries make
-// (INVALID_ARGUMENT beyond). Default DefaultMaxKeyBytes (1 KiB).
-func WithMaxKeyBytes(n int) Option {
-	return func(o *options) { o.maxKey = n }
-}
-
-// WithInlineLimits sets whether the HTTP API takes inline limits ("limit"
-// instead of "policy") and their maxima; a config's inline_limits, when
-// set, gives the maxima instead, and enables them too. Default: off (403).
-func WithInlineLimits(il config.InlineLimits) Option {
-	return func(o *options) { o.inline = il }
-}
-
-// WithAdminAddr serves /metrics and the detailed /readyz on a separate
-// address (Start listens on it; see AdminAddr), and not on the API's.
-// Empty (the default): everything on the HTTP address.
-func WithAdminAddr(addr string) Option {
-	return func(o *options) { o.adminAddr = addr }
-}
-
-// validate names the first option given a value it cannot use.
-func (o *options) validate() error {
-	var msg string
-	switch {
-	case o.cfgGiven && o.cfg == nil:
-		msg = "WithConfig: config must not be nil"
-	case o.pathsGiven && len(o.paths) == 0:
-		msg = "WithConfigPaths: no config paths given"
-	case o.cfgGiven && o.pathsGiven:
-		msg = "give WithConfig or WithConfigPaths, not both"
-	case !o.cfgGiven && !o.pathsGiven:
-		msg = "no configuration (WithConfig or WithConfigPaths)"
-	case o.interval < 0:
-		msg = fmt.Sprintf("WithReloadInterval: reload interval must be >= 0, got %v", o.interval)
-	case o.log == nil:
-		msg = "WithLogger: logger must not be nil"
-	case o.maxBody <= 0:
-		msg = fmt.Sprintf("WithMaxBodyBytes: max body bytes must be > 0, got %d", o.maxBody)
-	case o.maxKey <= 0:
-		msg = fmt.Sprintf("WithMaxKeyBytes: max key bytes must be > 0, got %d", o.maxKey)
-	case !(o.nearRatio > 0 && o.nearRatio <= 1):
-		msg = fmt.Sprintf("WithNearLimitRatio: want a ratio above 0, at most 1, got %v", o.nearRatio)
-	case o.envoy.Headers < rls.HeadersRatewarden || o.envoy.Headers > rls.HeadersNone:
-		msg = fmt.Sprintf("WithEnvoyCompat: unknown Headers %d", o.envoy.Headers)
-	case o.inline.MaxPeriod < 0 || o.inline.MaxRate < 0 || o.inline.MaxSlidingLog < 0 || o.inline.MaxCost < 0:
-		msg = fmt.Sprintf("WithInlineLimits: maxima must not be negative, got %+v", o.inline)
-	default:
-		if _, err := o.defaultFailure.MarshalText(); err != nil { // a policy fallback knows
-			return fmt.Errorf("server: WithDefaultFailure: %w", err)
-		}
-		return nil
-	}
-	return fmt.Errorf("server: %s: %w", msg, ratewarden.ErrInvalidConfig)
-}
-
 // New returns a Server deciding on backend. It needs WithConfig or
 // WithConfigPaths; with paths, it loads them now and fails when they are
-// invalid. Errors wrap ratewarden.ErrInvalidConfig and name the option at
-// fault; a nil Option is one too.
+// invalid, and with WithTLS it reads the TLS files now. Errors wrap
+// ratewarden.ErrInvalidConfig and name the option at fault; a nil Option
+// is one too.
 func New(backend decide.Backend, opts ...Option) (*Server, error) {
 	if nilcheck.Is(backend) {
 		return nil, fmt.Errorf("server: backend must not be nil%s: %w", nilcheck.Describe(backend), ratewarden.ErrInvalidConfig)
 	}
-	o := options{
-		log:            slog.Default(),
-		defaultFailure: fallback.LocalFallback,
-		interval:       DefaultReloadInterval,
-		maxBody:        DefaultMaxBodyBytes,
-		maxKey:         DefaultMaxKeyBytes,
-		nearRatio:      DefaultNearLimitRatio,
-	}
-	for i, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("server: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
-		}
-		opt(&o)
-	}
-	if err := o.validate(); err != nil {
-		return nil, err
-	}
-	if err := o.validateSecrets(); err != nil {
+	c, err := newConfig(opts)
+	if err != nil {
 		return nil, err
 	}
 	s := &Server{
 		backend:        backend,
-		log:            o.log,
-		defaultFailure: o.defaultFailure,
-		paths:          o.paths,
-		interval:       o.interval,
-		maxKey:         o.maxKey,
-		adminAddr:      o.adminAddr,
-		envoy:          o.envoy,
-		nearRatio:      o.nearRatio,
-		grpcTLS:        o.grpcTLS,
-		httpTLS:        o.httpTLS,
+		log:            c.log,
+		defaultFailure: c.defaultFailure,
+		paths:          c.paths,
+		interval:       c.interval,
+		adminAddr:      c.adminAddr,
+		envoy:          c.envoy,
 		reg:            prometheus.NewRegistry(),
 		health:         health.NewServer(),
 		stop:           make(chan struct{}),
 	}
-	if o.tracer != nil {
-		s.tracer = o.tracer.Tracer(tracerName)
+	if c.tlsOn != 0 {
+		tc, err := c.tls.Config(c.log)
+		if err != nil {
+			return nil, fmt.Errorf("server: WithTLS: %w", err)
+		}
+		if c.tlsOn&TLSGRPC != 0 {
+			s.grpcTLS = tc
+		}
+		if c.tlsOn&TLSHTTP != 0 {
+			s.httpTLS = tc
+		}
+	}
+	var tracer trace.Tracer // nil: no spans
+	if c.tracer != nil {
+		tracer = c.tracer.Tracer(tracerName)
 	}
 	s.m = telemetry.New(s.reg, backend.Breakers)
-	s.lims = decide.NewLimiters(backend, s.m, s.tracer)
-	s.api = api.New(api.Deps{Log: s.log, Metrics: s.m, Limiters: s.lims, Token: o.token, MaxBody: o.maxBody, MaxKey: o.maxKey,
-		Inline: o.inline, DefaultFailure: o.defaultFailure, Secrets: o.secrets})
-	s.rls = rls.New(rls.Deps{Log: s.log, Metrics: s.m, Limiters: s.lims, Tracer: s.tracer, MaxKey: s.maxKey,
-		Envoy: s.envoy, NearRatio: s.nearRatio, DefaultFailure: s.defaultFailure})
-	if o.pathsGiven {
+	lims := decide.NewLimiters(backend, s.m, tracer)
+	s.api = api.New(api.Deps{Log: c.log, Metrics: s.m, Limiters: lims, Token: c.token, MaxBody: c.maxBody, MaxKey: c.maxKey,
+		Inline: c.inline, DefaultFailure: c.defaultFailure, Secrets: c.secrets})
+	s.rls = rls.New(rls.Deps{Log: c.log, Metrics: s.m, Limiters: lims, Tracer: tracer, MaxKey: c.maxKey,
+		Envoy: c.envoy, NearRatio: c.nearRatio, DefaultFailure: c.defaultFailure})
+	if c.pathsGiven {
 		if err := s.Reload(); err != nil {
 			return nil, err
 		}
 	} else {
-		s.setConfig(o.cfg, "static", "")
+		s.setConfig(c.cfg, "static", "")
 	}
 	s.m.ConfigOK.Set(1)
 	return s, nil
@@ -320,138 +160,6 @@ func New(backend decide.Backend, opts ...Option) (*Server, error) {
 
 // Registry is the Prometheus registry the server's /metrics serves.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
-
-// Config returns the configuration in force.
-func (s *Server) Config() *config.Config { return s.snap.Load().cfg }
-
-func (s *Server) setConfig(cfg *config.Config, source, version string) {
-	sn := &snapshot{cfg: cfg, loaded: time.Now(), source: source, version: version}
-	add := func(fp fallback.Policy) {
-		if !slices.Contains(sn.failures, fp) {
-			sn.failures = append(sn.failures, fp)
-		}
-	}
-	for _, p := range cfg.Policies {
-		add(decide.Failure(cfg, s.defaultFailure, p.Failure))
-	}
-	for _, d := range cfg.Domains {
-		var walk func([]*config.Descriptor)
-		walk = func(ds []*config.Descriptor) {
-			for _, n := range ds {
-				if n.RateLimit != nil && n.RateLimit.Counted() {
-					add(decide.Failure(cfg, s.defaultFailure, n.RateLimit.Failure, d.Failure))
-				}
-				walk(n.Descriptors)
-			}
-		}
-		walk(d.Descriptors)
-	}
-	// By name, as /readyz and Ready's error list them.
-	slices.SortFunc(sn.failures, func(a, b fallback.Policy) int { return strings.Compare(a.String(), b.String()) })
-	s.api.SetConfig(cfg)
-	s.rls.SetConfig(cfg)
-	s.snap.Store(sn)
-	s.m.SetVersion(source, version)
-}
-
-// loaded is the fingerprint of the config files in force.
-func (s *Server) loaded() string {
-	s.reloadMu.Lock()
-	defer s.reloadMu.Unlock()
-	return s.fingerprint
-}
-
-// Reload loads the config paths again. When they are invalid it logs every
-// problem, counts a failed reload and keeps the configuration in force.
-func (s *Server) Reload() error {
-	if s.paths == nil {
-		return fmt.Errorf("server: no config paths to reload: %w", ratewarden.ErrInvalidConfig)
-	}
-	s.reloadMu.Lock()
-	defer s.reloadMu.Unlock()
-	if fp, err := config.Fingerprint(s.paths...); err == nil {
-		s.fingerprint = fp
-	}
-	cfg, err := config.Loader{MergeDomains: s.envoy.MergeDomains}.Load(s.paths...)
-	first := s.snap.Load() == nil
-	if err != nil {
-		s.m.Reloads.WithLabelValues("failure").Inc()
-		s.m.ConfigOK.Set(0)
-		if !first {
-			s.log.Error("config reload failed; keeping the configuration in force", "paths", s.paths, "err", err)
-		}
-		return err
-	}
-	s.setConfig(cfg, "file", shortVersion(s.fingerprint))
-	s.m.Reloads.WithLabelValues("success").Inc()
-	s.m.ConfigOK.Set(1)
-	for _, w := range cfg.Warnings {
-		s.log.Warn("config: ignored", "where", w.String())
-	}
-	s.log.Info("config loaded", "files", cfg.Files, "policies", len(cfg.Policies), "domains", len(cfg.Domains), "reload", !first)
-	return nil
-}
-
-// Ready reports nil when the server can decide with the shared store:
-// a config is loaded and, for every failure policy in use except
-// fail_open, the backend is ready. Its error names the failure policies
-// that are not and why (for logs; /readyz names only the policies).
-func (s *Server) Ready(ctx context.Context) error {
-	_, err := s.degraded(ctx)
-	return err
-}
-
-// degraded lists the failure policies in use whose limits the shared
-// store cannot decide now, with the reasons joined in err; err alone
-// when no configuration is loaded.
-func (s *Server) degraded(ctx context.Context) ([]fallback.Policy, error) {
-	sn := s.snap.Load()
-	if sn == nil {
-		return nil, errors.New("server: no configuration loaded")
-	}
-	var fps []fallback.Policy
-	var errs []error
-	for _, fp := range sn.failures {
-		if fp == fallback.FailOpen {
-			continue
-		}
-		if err := s.backend.Ready(ctx, fp); err != nil {
-			fps = append(fps, fp)
-			errs = append(errs, fmt.Errorf("server: %s limits: %w", fp, err))
-		}
-	}
-	return fps, errors.Join(errs...)
-}
-
-// handleReady answers /readyz: 200 "ready", or 503 "not ready" naming,
-// when detailed, the failure policies whose limits are degraded (decided
-// by that policy, not the shared store). Never an address or an error:
-// those go to the log.
-func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, detailed bool) {
-	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-	defer cancel()
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	fps, err := s.degraded(ctx)
-	if err == nil {
-		_, _ = io.WriteString(w, "ready\n")
-		return
-	}
-	s.log.Debug("readyz: not ready", "err", err)
-	w.WriteHeader(http.StatusServiceUnavailable)
-	switch {
-	case !detailed:
-		_, _ = io.WriteString(w, "not ready\n")
-	case len(fps) == 0:
-		_, _ = io.WriteString(w, "not ready: no configuration loaded\n")
-	default:
-		names := make([]string, len(fps))
-		for i, fp := range fps {
-			names[i] = fp.String()
-		}
-		_, _ = io.WriteString(w, "not ready: shared store unavailable; degraded: "+strings.Join(names, ", ")+"\n")
-	}
-}
 
 // Start listens on httpAddr and grpcAddr (":0" picks free ports; see
 // HTTPAddr and GRPCAddr) and serves until Shutdown.

@@ -21,6 +21,7 @@ import (
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
 	"github.com/ratewarden/ratewarden/service/internal/gctune"
+	"github.com/ratewarden/ratewarden/service/internal/tlsfiles"
 	"github.com/ratewarden/ratewarden/service/server"
 	"github.com/ratewarden/ratewarden/service/server/api"
 	"github.com/ratewarden/ratewarden/service/server/decide"
@@ -245,9 +246,9 @@ type settings struct {
 	envoy              rls.EnvoyCompat
 	nearRatio          float64
 	xds                *xdsSettings // nil: config from files
-	tls                server.TLSFiles
+	tls                tlsfiles.Server
 	tlsGRPC, tlsHTTP   bool
-	redisTLS           backend.RedisTLS
+	redisTLS           tlsfiles.Client
 	peerIgnored        []string         // envoyproxy/ratelimit variables set that change nothing
 	tracing            *tracingSettings // nil: off
 	secrets            [][]byte         // nil: the server's random secret
@@ -432,11 +433,7 @@ func wire(st settings, stderr io.Writer) (*service, error) {
 	if st.secrets != nil {
 		opts = append(opts, server.WithReservationSecrets(st.secrets...))
 	}
-	tlsOpts, err := st.tlsOptions(svc)
-	if err != nil {
-		return nil, err
-	}
-	opts = append(opts, tlsOpts...)
+	opts = append(opts, st.tlsOptions()...)
 	if st.tracing != nil {
 		tp, err := st.tracing.provider(context.Background())
 		if err != nil {

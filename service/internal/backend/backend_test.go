@@ -40,6 +40,7 @@ func TestNewRedisRejectsBadOptions(t *testing.T) {
 		{backend.WithProbeInterval(0), "probe interval must be > 0, got 0s"},
 		{backend.WithLogger(nil), "logger must not be nil"},
 		{backend.WithLeaseSize(-1), "lease size must be >= 0, got -1"},
+		{nil, "option 0 is nil"},
 	} {
 		b, err := backend.NewRedis("redis://"+rs.Addr, tc.opt)
 		if err == nil {

@@ -1,4 +1,12 @@
-package server
+// Package tlsfiles reads the service's TLS configurations from PEM files,
+// the one place it does: a server's certificate and key, read again when
+// they change, with client certificates required when a client CA is
+// given (Server); and what a client trusts and presents (Client), for
+// Redis and the xDS management server.
+//
+// Errors wrap ratewarden.ErrInvalidConfig and name the file at fault. Of
+// the project it imports the root package only.
+package tlsfiles
 
 import (
 	"bytes"
@@ -15,8 +23,8 @@ import (
 	"github.com/ratewarden/ratewarden"
 )
 
-// TLSFiles names the files of a server's TLS configuration.
-type TLSFiles struct {
+// Server names the files of a server's TLS configuration.
+type Server struct {
 	// CertFile and KeyFile hold the server's certificate chain and key
 	// (PEM). Both are required.
 	CertFile, KeyFile string
@@ -34,16 +42,18 @@ type TLSFiles struct {
 // certificate files for a change.
 var certCheckEvery = time.Second
 
-// ReloadingTLS returns a TLS configuration for servers that reads the
+// Given reports whether f names a file: a server given one serves TLS.
+func (f Server) Given() bool { return f.CertFile != "" || f.KeyFile != "" || f.ClientCAFile != "" }
+
+// Config returns a TLS configuration for servers that reads the
 // certificate and key again when their files change: a handshake looks
 // at the files at most once a second, and a certificate rotated on disk
 // is served from the next handshake after that, without a restart.
 // A pair that does not load (half written, say) keeps the one in force,
-// logged. The files must load now. The client CA is read once. Errors
-// wrap ratewarden.ErrInvalidConfig.
-func ReloadingTLS(f TLSFiles, log *slog.Logger) (*tls.Config, error) {
+// logged on log. The files must load now. The client CA is read once.
+func (f Server) Config(log *slog.Logger) (*tls.Config, error) {
 	if f.CertFile == "" || f.KeyFile == "" {
-		return nil, fmt.Errorf("server: TLS: a certificate and a key file are both needed: %w", ratewarden.ErrInvalidConfig)
+		return nil, fmt.Errorf("tlsfiles: a certificate and a key file are both needed: %w", ratewarden.ErrInvalidConfig)
 	}
 	if log == nil {
 		log = slog.Default()
@@ -56,17 +66,17 @@ func ReloadingTLS(f TLSFiles, log *slog.Logger) (*tls.Config, error) {
 	if f.ClientCAFile != "" {
 		pem, err := os.ReadFile(f.ClientCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("server: TLS client CA: %v: %w", err, ratewarden.ErrInvalidConfig)
+			return nil, fmt.Errorf("tlsfiles: client CA: %v: %w", err, ratewarden.ErrInvalidConfig)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("server: TLS client CA %s: no PEM certificate: %w", f.ClientCAFile, ratewarden.ErrInvalidConfig)
+			return nil, fmt.Errorf("tlsfiles: client CA %s: no PEM certificate: %w", f.ClientCAFile, ratewarden.ErrInvalidConfig)
 		}
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 		if san := f.ClientSAN; san != "" {
 			cfg.VerifyConnection = func(cs tls.ConnectionState) error {
 				if len(cs.PeerCertificates) == 0 || !certNames(cs.PeerCertificates[0], san) {
-					return errors.New("server: TLS: the client certificate does not name " + san)
+					return errors.New("tlsfiles: the client certificate does not name " + san)
 				}
 				return nil
 			}
@@ -95,7 +105,7 @@ func certNames(c *x509.Certificate, san string) bool {
 }
 
 type certReloader struct {
-	files TLSFiles
+	files Server
 	log   *slog.Logger
 
 	mu      sync.Mutex
@@ -109,18 +119,18 @@ type certReloader struct {
 func (r *certReloader) load() error {
 	c, err := os.ReadFile(r.files.CertFile)
 	if err != nil {
-		return fmt.Errorf("server: TLS certificate: %v: %w", err, ratewarden.ErrInvalidConfig)
+		return fmt.Errorf("tlsfiles: certificate: %v: %w", err, ratewarden.ErrInvalidConfig)
 	}
 	k, err := os.ReadFile(r.files.KeyFile)
 	if err != nil {
-		return fmt.Errorf("server: TLS key: %v: %w", err, ratewarden.ErrInvalidConfig)
+		return fmt.Errorf("tlsfiles: key: %v: %w", err, ratewarden.ErrInvalidConfig)
 	}
 	if r.cert != nil && bytes.Equal(c, r.certPEM) && bytes.Equal(k, r.keyPEM) {
 		return nil
 	}
 	pair, err := tls.X509KeyPair(c, k)
 	if err != nil {
-		return fmt.Errorf("server: TLS %s, %s: %v: %w", r.files.CertFile, r.files.KeyFile, err, ratewarden.ErrInvalidConfig)
+		return fmt.Errorf("tlsfiles: %s, %s: %v: %w", r.files.CertFile, r.files.KeyFile, err, ratewarden.ErrInvalidConfig)
 	}
 	if r.cert != nil {
 		r.log.Info("TLS certificate reloaded", "cert", r.files.CertFile)
@@ -141,14 +151,67 @@ func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return r.cert, nil
 }
 
-// WithGRPCTLS serves gRPC over TLS with cfg (ReloadingTLS makes one);
-// nil, the default, is plaintext.
-func WithGRPCTLS(cfg *tls.Config) Option {
-	return func(o *options) { o.grpcTLS = cfg }
+// Client names the files of a client's TLS configuration, beyond what
+// its address says (a rediss:// URL, say).
+type Client struct {
+	// CAFile (PEM) replaces the system roots for the server's
+	// certificate.
+	CAFile string
+	// CertFile and KeyFile (PEM) are a client certificate, for a server
+	// that requires one.
+	CertFile, KeyFile string
+	// SkipHostname verifies the server's chain but not its name
+	// (envoyproxy/ratelimit's REDIS_TLS_SKIP_HOSTNAME_VERIFICATION).
+	SkipHostname bool
 }
 
-// WithHTTPTLS serves the HTTP API, and the admin address when there is
-// one, over TLS with cfg; nil, the default, is plaintext.
-func WithHTTPTLS(cfg *tls.Config) Option {
-	return func(o *options) { o.httpTLS = cfg }
+// Given reports whether f sets anything.
+func (f Client) Given() bool {
+	return f.CAFile != "" || f.CertFile != "" || f.KeyFile != "" || f.SkipHostname
+}
+
+// Apply puts f's files into tc, a client's TLS configuration.
+func (f Client) Apply(tc *tls.Config) error {
+	if f.CAFile != "" {
+		pem, err := os.ReadFile(f.CAFile)
+		if err != nil {
+			return fmt.Errorf("tlsfiles: CA: %v: %w", err, ratewarden.ErrInvalidConfig)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("tlsfiles: CA %s: no PEM certificate: %w", f.CAFile, ratewarden.ErrInvalidConfig)
+		}
+		tc.RootCAs = pool
+	}
+	if f.CertFile != "" || f.KeyFile != "" {
+		pair, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+		if err != nil {
+			return fmt.Errorf("tlsfiles: client certificate: %v: %w", err, ratewarden.ErrInvalidConfig)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	if f.SkipHostname {
+		roots := tc.RootCAs
+		tc.InsecureSkipVerify = true
+		tc.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
+			certs := make([]*x509.Certificate, len(raw))
+			for i, b := range raw {
+				c, err := x509.ParseCertificate(b)
+				if err != nil {
+					return err
+				}
+				certs[i] = c
+			}
+			if len(certs) == 0 {
+				return errors.New("tlsfiles: no server certificate")
+			}
+			inter := x509.NewCertPool()
+			for _, c := range certs[1:] {
+				inter.AddCert(c)
+			}
+			_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
+			return err
+		}
+	}
+	return nil
 }
