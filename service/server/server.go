@@ -1,29 +1,36 @@
-// Package server is ratewarden's network face: an HTTP JSON API (check,
-// peek, reset; reserve and settle costs known afterwards; acquire,
-// release and extend permits of concurrency limits), Envoy's rate limit
-// gRPC service
-// (envoy.service.ratelimit.v3.RateLimitService), gRPC health, Prometheus
-// metrics, health and readiness endpoints, and configuration hot reload;
-// and envoyproxy/ratelimit's deployment surface: /json, /healthcheck, the
-// /rlconfig dump, configurations pushed with SetConfig (package xds),
-// TLS with certificate reload, near-limit counts and OpenTelemetry spans.
+// Package server is ratewarden's network face, assembled: it builds the
+// HTTP API (package api) and Envoy's rate limit gRPC service (package
+// rls) on one Backend and one configuration, and owns what they share and
+// their lifecycle: the options (validated in one place, New), the
+// configuration in force (loaded from files and reloaded when they change
+// through package watch, or put in force with SetConfig, as package xds
+// does), the HTTP mux (the /v1 API, /json and /healthcheck as
+// envoyproxy/ratelimit has them, /healthz, /readyz, /metrics, the
+// /rlconfig dump, an optional admin address), the gRPC server (the rate
+// limit service, gRPC health kept in step with Ready, reflection), TLS
+// with certificate reload (internal/tlsfiles), tracing, and a graceful
+// Shutdown.
 //
 // A Server decides on a Backend, which hands it one ratewarden.Store per
 // failure policy: the in-memory store on a single node, or Redis behind the
-// fallback decorator when distributed. It is a client of the library: it
-// builds one ratewarden.Limiter per failure policy on its store, and every
-// check, peek, reset, reservation and acquisition goes through a Limiter
-// (a request's descriptors of several policies through one
-// Limiter.AllowKeys). The tokens the API hands out carry what the Limiter
-// needs to take a reservation or a permit back on any replica
-// (Limiter.ReservationOf, Limiter.PermitOf), which then settles, releases
-// or extends it.
+// fallback decorator when distributed. It is a client of the library:
+// both APIs decide through the one ratewarden.Limiter per failure policy
+// that package decide keeps (a request's descriptors of several policies
+// through one Limiter.AllowKeys), metered by package telemetry. The
+// tokens the API hands out carry what the Limiter needs to take a
+// reservation or a permit back on any replica (Limiter.ReservationOf,
+// Limiter.PermitOf), which then settles, releases or extends it.
 //
 // Callers are not trusted (docs/service.md, "Security"): request bodies
 // and descriptors are parsed strictly and bounded (body and key bytes,
 // descriptors, inline limits, which are off unless enabled) before any
 // store call, and errors answer with a problem type and a fixed message,
 // their details going to the log and the metrics.
+//
+// The arrows point one way: server imports api, rls, watch, decide and
+// telemetry (and service/config, internal/tlsfiles, the root package and
+// fallback); api and rls import decide and telemetry, never each other;
+// decide imports telemetry; nothing here imports server.
 package server
 
 import (
