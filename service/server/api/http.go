@@ -32,7 +32,7 @@ type CheckRequest struct {
 	// Policy names a policy of the config; or give Limit.
 	Policy string `json:"policy,omitempty"`
 	// Limit is an inline limit in ParseLimit's grammar ("100/1m"), taken
-	// only when the operator turned inline limits on (WithInlineLimits or
+	// only when the operator turned inline limits on (--inline-limits or
 	// the config's inline_limits), within their maxima.
 	Limit string `json:"limit,omitempty"`
 	// Cost is the number of units to take; default 1, 0 reports the state.
@@ -355,7 +355,7 @@ func (s *Service) resolve(key, policy, limit string, cost int64) (target, *apiEr
 }
 
 // inlineLimits is the inline limits setting in force: cfg's when it sets
-// one (enabled when the option or cfg enables it), else the option's,
+// one (enabled when Deps.Inline or cfg enables it), else Deps.Inline,
 // with defaults for the maxima.
 func (s *Service) inlineLimits(cfg *config.Config) config.InlineLimits {
 	il := s.inline
