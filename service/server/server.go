@@ -28,9 +28,10 @@
 // their details going to the log and the metrics.
 //
 // The arrows point one way: server imports api, rls, watch, decide and
-// telemetry (and service/config, internal/tlsfiles, the root package and
-// fallback); api and rls import decide and telemetry, never each other;
-// decide imports telemetry; nothing here imports server.
+// telemetry (and, of the project, the root package, fallback,
+// internal/nilcheck, service/config and service/internal/tlsfiles); api
+// and rls import decide and telemetry, never each other; decide imports
+// telemetry; nothing below imports server.
 package server
 
 import (

@@ -13,6 +13,6 @@
 //
 // The server decides through *ratewarden.Limiter only: nothing here
 // builds a store or calls one itself. Of the project it imports the root
-// package, fallback, httplimit, service/config and telemetry; the APIs and
-// the server import it.
+// package, fallback, httplimit, internal/nilcheck, service/config and
+// telemetry; the APIs and the server import it.
 package decide
