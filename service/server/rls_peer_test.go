@@ -173,7 +173,7 @@ func headerMap(r *rlspb.RateLimitResponse) map[string]string {
 	return h
 }
 
-// TestPeerHeaders: with RLSHeadersEnvoy the answer carries the peer's
+// TestPeerHeaders: with rls.HeadersEnvoy the answer carries the peer's
 // three headers for one descriptor: the last one over its limit, else the
 // one with the fewest remaining; shadow and zero limits included.
 func TestPeerHeaders(t *testing.T) {
@@ -202,7 +202,7 @@ func TestPeerHeaders(t *testing.T) {
 	}
 	none := peerServer(t, rls.EnvoyCompat{Headers: rls.HeadersNone})
 	if h := headerMap(shouldRL(t, none, "shop", 1, desc("banned", "n"))); len(h) != 0 {
-		t.Errorf("RLSHeadersNone: headers %v", h)
+		t.Errorf("rls.HeadersNone: headers %v", h)
 	}
 }
 
