@@ -309,9 +309,10 @@ func TestAdaptersAreEdges(t *testing.T) {
 	}
 }
 
-// TestServerImportsNoStore: the service's server package decides through a
-// *ratewarden.Limiter it is given; which store stands behind it is the
-// wiring's business (service/internal/backend), not the server's.
+// TestServerImportsNoStore: the service's server packages (service/server
+// and the packages below it) decide through a *ratewarden.Limiter; which
+// store stands behind it is the wiring's business
+// (service/internal/backend), not the server's.
 func TestServerImportsNoStore(t *testing.T) {
 	p := load(t)
 	for _, n := range p.members([]string{"service/server"}) {
@@ -374,43 +375,48 @@ func importName(file *ast.File, path string) string {
 }
 
 // TestServerDecidesThroughLimiter: no non-test code of the service's
-// server package calls Check or Reset on a ratewarden.Store (or takes them
-// as method values). The server is type-checked (go/types, on the export
-// data `go list -export` builds), so the rule finds the call whatever the
-// variable is named and however the Store is reached: a field, a value of
-// a concrete type that implements Store, a struct embedding one. (A local
-// interface with a Check method alone would slip through; the review would
-// not.)
+// server packages (service/server and the packages below it: the HTTP
+// API, the Envoy rate limit service, what they share to decide, their
+// telemetry) calls Check or Reset on a ratewarden.Store (or takes them
+// as method values). Each package is type-checked (go/types, on the
+// export data `go list -export` builds), so the rule finds the call
+// whatever the variable is named and however the Store is reached: a
+// field, a value of a concrete type that implements Store, a struct
+// embedding one. (A local interface with a Check method alone would slip
+// through; the review would not.)
 //
 // One call is not a decision: a Store decorator's own Check (or Reset)
-// forwarding to the Store it wraps, like the server's metered store that a
+// forwarding to the Store it wraps, like the metered store that a
 // Limiter decides on. A call inside a method of that name, on a type that
 // is itself a Store, is that.
 func TestServerDecidesThroughLimiter(t *testing.T) {
 	p := load(t)
-	lp := p.pkgs["service/server"]
-	if lp == nil {
+	members := p.members([]string{"service/server"})
+	if len(members) == 0 {
 		t.Skip("no service/server package (TestPackagesTheRulesNeedExist reports it)")
 	}
-	fset := token.NewFileSet()
-	tpkg, files, info, err := typeCheck(filepath.Join(p.root, "service"), lp, fset)
-	if err != nil {
-		t.Fatalf("type-check %s: %v", lp.ImportPath, err)
-	}
-	var store *types.Named
-	for _, imp := range tpkg.Imports() {
-		if imp.Path() == mod {
-			if obj, ok := imp.Scope().Lookup("Store").(*types.TypeName); ok {
-				store, _ = obj.Type().(*types.Named)
+	for _, n := range members {
+		lp := p.pkgs[n]
+		fset := token.NewFileSet()
+		tpkg, files, info, err := typeCheck(filepath.Join(p.root, "service"), lp, fset)
+		if err != nil {
+			t.Fatalf("type-check %s: %v", lp.ImportPath, err)
+		}
+		var store *types.Named
+		for _, imp := range tpkg.Imports() {
+			if imp.Path() == mod {
+				if obj, ok := imp.Scope().Lookup("Store").(*types.TypeName); ok {
+					store, _ = obj.Type().(*types.Named)
+				}
 			}
 		}
-	}
-	if store == nil {
-		return // the server does not import the root package
-	}
-	for _, file := range files {
-		for _, c := range storeCalls(file, info, store) {
-			t.Errorf("%s: %s: the server decides through *ratewarden.Limiter, not Store.Check/Reset (docs/architecture.md)", rel(p.root, fset.Position(c.pos)), c.what)
+		if store == nil {
+			continue // the package does not import the root package
+		}
+		for _, file := range files {
+			for _, c := range storeCalls(file, info, store) {
+				t.Errorf("%s: %s: the server decides through *ratewarden.Limiter, not Store.Check/Reset (docs/architecture.md)", rel(p.root, fset.Position(c.pos)), c.what)
+			}
 		}
 	}
 }

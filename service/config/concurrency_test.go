@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/service/config"
 )
 
@@ -35,7 +36,7 @@ policies:
 			t.Errorf("%s: concurrency %+v, limit %v; want %+v and no limit", name, *p.Concurrency, p.Limit, c)
 		}
 	}
-	if got := cfg.Policies["jobs"].Failure; got != config.FailClosed {
+	if got := cfg.Policies["jobs"].Failure; got != fallback.FailClosed {
 		t.Errorf("jobs: failure %q", got)
 	}
 	for name, want := range map[string]string{"jobs": "max_in_flight 10, ttl 30s", "exports": "max_in_flight 1, ttl 1500ms"} {

@@ -41,38 +41,20 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 )
 
-// FailurePolicy says what a limit does when the shared store cannot decide.
-// The empty value means "inherit": from the domain, then the file's
-// top-level failure_policy, then the service default.
-type FailurePolicy string
-
-// The failure policies, as written in the config.
-const (
-	FailOpen      FailurePolicy = "fail_open"
-	FailClosed    FailurePolicy = "fail_closed"
-	LocalFallback FailurePolicy = "local_fallback"
-)
-
-// FailurePolicies lists the valid failure policies.
-var FailurePolicies = []FailurePolicy{FailOpen, FailClosed, LocalFallback}
-
-// ParseFailurePolicy accepts fail_open, fail_closed or local_fallback.
-func ParseFailurePolicy(s string) (FailurePolicy, error) {
-	for _, f := range FailurePolicies {
-		if s == string(f) {
-			return f, nil
-		}
-	}
-	return "", fmt.Errorf("config: unknown failure policy %q (want fail_open, fail_closed or local_fallback): %w", s, ratewarden.ErrInvalidConfig)
-}
+// A failure policy (failure_policy in the config) says what a limit does
+// when the shared store cannot decide: one of fallback's policies, the
+// type the stores that apply it take. The zero fallback.Policy means
+// "inherit": from the domain, then the file's top-level failure_policy,
+// then the service default.
 
 // Config is a validated configuration. It is immutable once loaded: the
 // service swaps whole Configs on reload.
 type Config struct {
-	// Failure is the top-level failure_policy; empty when not set.
-	Failure FailurePolicy
+	// Failure is the top-level failure_policy; 0 when not set.
+	Failure fallback.Policy
 	// Policies are the named policies of the HTTP API, by name.
 	Policies map[string]*Policy
 	// Domains are the Envoy domains, by name.
@@ -96,7 +78,7 @@ type Policy struct {
 	Limit ratewarden.Limit
 	// Concurrency is a concurrency policy's limit; nil for a rate policy.
 	Concurrency *Concurrency
-	Failure     FailurePolicy // empty: inherit
+	Failure     fallback.Policy // 0: inherit
 	// Shadow reports over-limit decisions (in the body and metrics) but
 	// lets the request pass. Rate policies only.
 	Shadow bool
@@ -127,7 +109,7 @@ func (c *Concurrency) String() string {
 // Domain is one Envoy rate limit domain: a tree of descriptors.
 type Domain struct {
 	Name        string
-	Failure     FailurePolicy // empty: inherit
+	Failure     fallback.Policy // 0: inherit
 	Descriptors []*Descriptor
 	Source      string
 }
@@ -173,7 +155,7 @@ type RateLimit struct {
 	RequestsPerUnit uint32
 	Unlimited       bool
 	Replaces        []string
-	Failure         FailurePolicy // empty: inherit
+	Failure         fallback.Policy // 0: inherit
 	// Limit is the limit counted in the store; meaningful only when
 	// Counted reports true.
 	Limit ratewarden.Limit

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/service/config"
 )
 
@@ -118,7 +119,7 @@ policies:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Failure != config.FailClosed {
+	if cfg.Failure != fallback.FailClosed {
 		t.Errorf("Failure = %q", cfg.Failure)
 	}
 	want := map[string]ratewarden.Limit{
@@ -135,7 +136,7 @@ policies:
 			t.Errorf("%s: limit %v, want %v", name, p.Limit, lim)
 		}
 	}
-	if p := cfg.Policies["long"]; p.Failure != config.FailOpen || !p.Shadow || p.Source != "p.yaml:5" {
+	if p := cfg.Policies["long"]; p.Failure != fallback.FailOpen || !p.Shadow || p.Source != "p.yaml:5" {
 		t.Errorf("long: %+v", p)
 	}
 }

@@ -82,7 +82,7 @@ func (p *parser) domain(n *yaml.Node) {
 // descriptor both define is a duplicate, and so are two failure policies
 // that differ.
 func (p *parser) mergeDomain(n *yaml.Node, prev, d *Domain) {
-	if d.Failure != "" && prev.Failure != "" && d.Failure != prev.Failure {
+	if d.Failure != 0 && prev.Failure != 0 && d.Failure != prev.Failure {
 		p.errf(n, "domain %q: failure_policy %s conflicts with %s of its part at %s", d.Name, d.Failure, prev.Failure, prev.Source)
 		return
 	}
@@ -99,7 +99,7 @@ func (p *parser) mergeDomain(n *yaml.Node, prev, d *Domain) {
 	// A new Domain: the old one may be in use elsewhere until Load returns.
 	merged := *prev
 	merged.Descriptors = append(slices.Clip(prev.Descriptors), d.Descriptors...)
-	if merged.Failure == "" {
+	if merged.Failure == 0 {
 		merged.Failure = d.Failure
 	}
 	p.l.cfg.Domains[d.Name] = &merged

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/service/config"
 )
 
@@ -128,7 +129,7 @@ func TestMergeDomains(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := cfg.Domains["orders"]
-	if len(d.Descriptors) != 2 || d.Failure != config.FailOpen || d.Match([]config.Entry{{Key: "region", Value: "us"}}).RateLimit.RequestsPerUnit != 20 {
+	if len(d.Descriptors) != 2 || d.Failure != fallback.FailOpen || d.Match([]config.Entry{{Key: "region", Value: "us"}}).RateLimit.RequestsPerUnit != 20 {
 		t.Errorf("merged domain %+v", d)
 	}
 	_, err = config.Loader{MergeDomains: true}.Load(filepath.Join("testdata", "merge_duplicate"))

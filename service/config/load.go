@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 )
 
 // MaxFileSize bounds one config file, so a wrong path cannot make the
@@ -347,15 +348,15 @@ func (p *parser) integer(n *yaml.Node, what string, lo, hi int64) (int64, bool) 
 	return v, true
 }
 
-func (p *parser) failure(n *yaml.Node, what string) (FailurePolicy, bool) {
+func (p *parser) failure(n *yaml.Node, what string) (fallback.Policy, bool) {
 	s, ok := p.str(n, what)
 	if !ok {
-		return "", false
+		return 0, false
 	}
-	f, err := ParseFailurePolicy(s)
+	f, err := fallback.ParsePolicy(s)
 	if err != nil {
 		p.errf(n, "%s: unknown failure policy %q (want fail_open, fail_closed or local_fallback)", what, s)
-		return "", false
+		return 0, false
 	}
 	return f, true
 }

@@ -12,8 +12,9 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/ratewarden/ratewarden/internal/testredis"
-	"github.com/ratewarden/ratewarden/service/config"
+	svcconfig "github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
+	"github.com/ratewarden/ratewarden/service/server/decide"
 )
 
 // BenchConfig is the configuration of the benchmarks: limits so high that
@@ -76,7 +77,7 @@ func benchDesc(kv ...string) *rlcommon.RateLimitDescriptor {
 // BenchBackend returns a backend of kind memory or redis (on a
 // redis-server of its own, with a 1 s deadline so that the figures are
 // Redis's, not the fallback's), closed when b ends.
-func BenchBackend(b *testing.B, kind string) Backend {
+func BenchBackend(b *testing.B, kind string) decide.Backend {
 	if kind == "memory" {
 		m, err := backend.NewMemory(DefaultMaxKeyBytes)
 		if err != nil {
@@ -96,8 +97,8 @@ func BenchBackend(b *testing.B, kind string) Backend {
 
 // NewBenchServer is a Server on BenchConfig that is not started; more
 // options may follow.
-func NewBenchServer(b *testing.B, be Backend, opts ...Option) *Server {
-	cfg, err := config.Parse("bench.yaml", []byte(BenchConfig))
+func NewBenchServer(b *testing.B, be decide.Backend, opts ...Option) *Server {
+	cfg, err := svcconfig.Parse("bench.yaml", []byte(BenchConfig))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -116,7 +117,8 @@ func NewBenchServer(b *testing.B, be Backend, opts ...Option) *Server {
 func BenchmarkRLSDecide(b *testing.B) {
 	for _, kind := range []string{"memory", "redis"} {
 		b.Run(kind, func(b *testing.B) {
-			g := &rls{s: NewBenchServer(b, BenchBackend(b, kind))}
+			s := NewBenchServer(b, BenchBackend(b, kind))
+			g := s.rls
 			for _, load := range BenchLoads {
 				b.Run(load.Name, func(b *testing.B) {
 					reqs := make([]*rlspb.RateLimitRequest, 10000)
@@ -139,7 +141,7 @@ func BenchmarkRLSDecide(b *testing.B) {
 						}
 					})
 					cpu.Stop(b)
-					NoDegraded(b, g.s)
+					NoDegraded(b, s)
 				})
 			}
 		})

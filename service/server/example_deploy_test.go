@@ -8,6 +8,7 @@ import (
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
+	"github.com/ratewarden/ratewarden/service/internal/tlsfiles"
 	"github.com/ratewarden/ratewarden/service/server"
 )
 
@@ -43,13 +44,21 @@ func ExampleServer_SetConfig() {
 	// 1
 }
 
-// ExampleReloadingTLS: the files must load when the configuration is
-// made; afterwards a rotation on disk is served without a restart.
-func ExampleReloadingTLS() {
-	_, err := server.ReloadingTLS(server.TLSFiles{CertFile: "server.pem"}, nil)
+// ExampleWithTLS: the files must load when the server is made;
+// afterwards a rotation on disk is served without a restart.
+func ExampleWithTLS() {
+	b, err := backend.NewMemory(server.DefaultMaxKeyBytes)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer b.Close()
+	cfg, _ := config.Parse("native.yaml", []byte("policies: {api: 10/1s}\n"))
+	_, err = server.New(b, server.WithConfig(cfg), server.WithTLS(tlsfiles.Server{CertFile: "server.pem"}, server.TLSGRPC),
+		server.WithLogger(slog.New(slog.DiscardHandler)))
 	fmt.Println(errors.Is(err, ratewarden.ErrInvalidConfig))
 	fmt.Println(err)
 	// Output:
 	// true
-	// server: TLS: a certificate and a key file are both needed: invalid config
+	// server: WithTLS: tlsfiles: a certificate and a key file are both needed: invalid config
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
 	"github.com/ratewarden/ratewarden/service/server"
+	"github.com/ratewarden/ratewarden/service/server/rls"
 )
 
 // ExampleWithEnvoyCompat answers as envoyproxy/ratelimit does with
@@ -40,7 +41,7 @@ descriptors:
 		return
 	}
 	s, err := server.New(b, server.WithConfig(cfg), server.WithLogger(slog.New(slog.DiscardHandler)),
-		server.WithEnvoyCompat(server.EnvoyCompat{Headers: server.RLSHeadersEnvoy}))
+		server.WithEnvoyCompat(rls.EnvoyCompat{Headers: rls.HeadersEnvoy}))
 	if err != nil {
 		fmt.Println(err)
 		return

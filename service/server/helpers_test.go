@@ -24,6 +24,7 @@ import (
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
 	"github.com/ratewarden/ratewarden/service/server"
+	"github.com/ratewarden/ratewarden/service/server/decide"
 )
 
 func TestMain(m *testing.M) {
@@ -65,7 +66,7 @@ func parseConfig(t *testing.T, yaml string) *config.Config {
 }
 
 // start runs a server on loopback ports until the test ends.
-func start(t *testing.T, b server.Backend, opts ...server.Option) *server.Server {
+func start(t *testing.T, b decide.Backend, opts ...server.Option) *server.Server {
 	t.Helper()
 	opts = append([]server.Option{server.WithLogger(testLogger(t))}, opts...)
 	s, err := server.New(b, opts...)

@@ -7,6 +7,7 @@ import (
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
 	"github.com/ratewarden/ratewarden/service/server"
+	"github.com/ratewarden/ratewarden/service/server/decide"
 )
 
 // TestNewRefusesNilBackend: a nil Backend, or a nil *backend.Memory or
@@ -14,7 +15,7 @@ import (
 func TestNewRefusesNilBackend(t *testing.T) {
 	var mem *backend.Memory
 	var red *backend.Redis
-	for name, be := range map[string]server.Backend{"nil": nil, "nil *backend.Memory": mem, "nil *backend.Redis": red} {
+	for name, be := range map[string]decide.Backend{"nil": nil, "nil *backend.Memory": mem, "nil *backend.Redis": red} {
 		s, err := server.New(be)
 		if !errors.Is(err, ratewarden.ErrInvalidConfig) || s != nil {
 			t.Errorf("server.New(%s) = %v, %v; want nil, ErrInvalidConfig", name, s, err)

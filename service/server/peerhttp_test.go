@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ratewarden/ratewarden/service/server"
+	"github.com/ratewarden/ratewarden/service/server/rls"
 )
 
 const jsonDomain = `
@@ -25,7 +26,7 @@ descriptors:
 // with envoyproxy/ratelimit's status codes (200, 429, 400).
 func TestJSONEndpoint(t *testing.T) {
 	alignWindow(t, 60e9, 5e9)
-	s := start(t, memBackend(t), server.WithConfig(parseConfig(t, jsonDomain)), server.WithEnvoyCompat(server.EnvoyCompat{Headers: server.RLSHeadersNone}))
+	s := start(t, memBackend(t), server.WithConfig(parseConfig(t, jsonDomain)), server.WithEnvoyCompat(rls.EnvoyCompat{Headers: rls.HeadersNone}))
 	req := `{"domain":"edge","descriptors":[{"entries":[{"key":"path","value":"/login"},{"key":"ip","value":"10.0.0.1"}]}]}`
 	r := post(t, s, "/json", req)
 	if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/json" {

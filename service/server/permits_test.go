@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
-	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/service/demo/checkonly"
 	"github.com/ratewarden/ratewarden/service/server"
+	"github.com/ratewarden/ratewarden/service/server/decide"
 )
 
 const permitPolicies = `
@@ -214,7 +215,7 @@ func TestPermitOfRemovedPolicy(t *testing.T) {
 // bareBackend hands out its backend's stores as stores that check and
 // reset but answer Charge, Acquire, Release and Extend with
 // errors.ErrUnsupported.
-type bareBackend struct{ server.Backend }
+type bareBackend struct{ decide.Backend }
 
 type bareStore struct {
 	checkonly.Rest
@@ -229,7 +230,7 @@ func (b bareStore) Reset(ctx context.Context, key string, limits ...ratewarden.L
 	return b.st.Reset(ctx, key, limits...)
 }
 
-func (b bareBackend) Store(fp config.FailurePolicy) (ratewarden.Store, error) {
+func (b bareBackend) Store(fp fallback.Policy) (ratewarden.Store, error) {
 	st, err := b.Backend.Store(fp)
 	if err != nil {
 		return nil, err

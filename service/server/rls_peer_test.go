@@ -16,11 +16,12 @@ import (
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
 	"github.com/ratewarden/ratewarden/service/server"
+	"github.com/ratewarden/ratewarden/service/server/rls"
 )
 
 // peerServer serves testdata/every_feature.yaml from a redis-server of its
 // own, with the given EnvoyCompat.
-func peerServer(t *testing.T, c server.EnvoyCompat) rlspb.RateLimitServiceClient {
+func peerServer(t *testing.T, c rls.EnvoyCompat) rlspb.RateLimitServiceClient {
 	t.Helper()
 	cfg, err := config.Load(filepath.Join("testdata", "every_feature.yaml"))
 	if err != nil {
@@ -50,7 +51,7 @@ func wantStatus(t *testing.T, what string, st *rlspb.RateLimitResponse_Descripto
 // source: src/config/config_impl.go, src/limiter/base_limiter.go,
 // src/service/ratelimit.go): statuses, codes, remaining and reset.
 func TestPeerAnswers(t *testing.T) {
-	c := peerServer(t, server.EnvoyCompat{})
+	c := peerServer(t, rls.EnvoyCompat{})
 	alignWindow(t, time.Minute, 20*time.Second)
 
 	t.Run("nested", func(t *testing.T) {
@@ -172,11 +173,11 @@ func headerMap(r *rlspb.RateLimitResponse) map[string]string {
 	return h
 }
 
-// TestPeerHeaders: with RLSHeadersEnvoy the answer carries the peer's
+// TestPeerHeaders: with rls.HeadersEnvoy the answer carries the peer's
 // three headers for one descriptor: the last one over its limit, else the
 // one with the fewest remaining; shadow and zero limits included.
 func TestPeerHeaders(t *testing.T) {
-	c := peerServer(t, server.EnvoyCompat{Headers: server.RLSHeadersEnvoy})
+	c := peerServer(t, rls.EnvoyCompat{Headers: rls.HeadersEnvoy})
 	alignWindow(t, time.Minute, 20*time.Second)
 	want := func(what string, r *rlspb.RateLimitResponse, limit, remaining string, maxReset int) {
 		t.Helper()
@@ -195,13 +196,13 @@ func TestPeerHeaders(t *testing.T) {
 		t.Errorf("unlimited: headers %v, want none", h)
 	}
 
-	named := peerServer(t, server.EnvoyCompat{Headers: server.RLSHeadersEnvoy, LimitHeader: "X-L", RemainingHeader: "X-R", ResetHeader: "X-T"})
+	named := peerServer(t, rls.EnvoyCompat{Headers: rls.HeadersEnvoy, LimitHeader: "X-L", RemainingHeader: "X-R", ResetHeader: "X-T"})
 	if h := headerMap(shouldRL(t, named, "shop", 1, desc("tenant", "n"))); len(h) != 3 || h["X-L"] != "4" || h["X-R"] != "3" || h["X-T"] == "" {
 		t.Errorf("named headers %v", h)
 	}
-	none := peerServer(t, server.EnvoyCompat{Headers: server.RLSHeadersNone})
+	none := peerServer(t, rls.EnvoyCompat{Headers: rls.HeadersNone})
 	if h := headerMap(shouldRL(t, none, "shop", 1, desc("banned", "n"))); len(h) != 0 {
-		t.Errorf("RLSHeadersNone: headers %v", h)
+		t.Errorf("rls.HeadersNone: headers %v", h)
 	}
 }
 
@@ -209,7 +210,7 @@ func TestPeerHeaders(t *testing.T) {
 // requests_per_unit 0 limit, and a shadow limit when no enforced one
 // applies.
 func TestRatewardenHeadersForShadowAndZero(t *testing.T) {
-	c := peerServer(t, server.EnvoyCompat{})
+	c := peerServer(t, rls.EnvoyCompat{})
 	alignWindow(t, time.Minute, 20*time.Second)
 	h := headerMap(shouldRL(t, c, "shop", 1, desc("banned", "z")))
 	if h["x-ratelimit-limit"] != "0" || h["x-ratelimit-remaining"] != "0" || h["retry-after"] != "1" {
@@ -225,14 +226,14 @@ func TestRatewardenHeadersForShadowAndZero(t *testing.T) {
 // TestPeerGlobalModes: SHADOW_MODE, QUOTA_MODE and
 // RESPONSE_DYNAMIC_METADATA.
 func TestPeerGlobalModes(t *testing.T) {
-	shadow := peerServer(t, server.EnvoyCompat{ShadowMode: true})
+	shadow := peerServer(t, rls.EnvoyCompat{ShadowMode: true})
 	r := shouldRL(t, shadow, "shop", 1, desc("banned", "g"))
 	wantCodes(t, "global shadow", r, ok, over)
 	if h := headerMap(r); h["retry-after"] != "" || h["x-ratelimit-limit"] != "0" {
 		t.Errorf("global shadow: headers %v, want the limit and no retry-after (the request passes)", h)
 	}
 
-	quota := peerServer(t, server.EnvoyCompat{QuotaMode: true, DynamicMetadata: true})
+	quota := peerServer(t, rls.EnvoyCompat{QuotaMode: true, DynamicMetadata: true})
 	d := desc("banned", "g")
 	d.HitsAddend = wrapperspb.UInt64(2)
 	r = shouldRL(t, quota, "shop", 3, desc("tenant", "g"), d)
@@ -270,7 +271,7 @@ func TestMergeDomainsServer(t *testing.T) {
 	if _, err := server.New(memBackend(t), server.WithConfigPaths(dir), server.WithLogger(testLogger(t))); err == nil {
 		t.Fatal("two documents of domain m loaded without MergeDomains")
 	}
-	c := rlsClient(t, start(t, memBackend(t), server.WithConfigPaths(dir), server.WithEnvoyCompat(server.EnvoyCompat{MergeDomains: true})))
+	c := rlsClient(t, start(t, memBackend(t), server.WithConfigPaths(dir), server.WithEnvoyCompat(rls.EnvoyCompat{MergeDomains: true})))
 	r := shouldRL(t, c, "m", 1, desc("a", "x"), desc("b", "y"))
 	wantStatus(t, "a", r.Statuses[0], ok, "", 1, 0, true)
 	wantStatus(t, "b", r.Statuses[1], ok, "", 2, 1, true)

@@ -24,6 +24,7 @@ import (
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
 	"github.com/ratewarden/ratewarden/service/server"
+	"github.com/ratewarden/ratewarden/service/server/api"
 )
 
 // hostile is the 80-byte request of issue 15: a caller-chosen sliding log
@@ -57,7 +58,7 @@ func isProblem(t *testing.T, what string, r httpResp, status int, want string) {
 	typ, _ := r.body["type"].(string)
 	detail, _ := r.body["detail"].(string)
 	if r.status != status || r.header.Get("Content-Type") != "application/problem+json" ||
-		!strings.HasPrefix(typ, server.ProblemBase) || !strings.Contains(detail, want) {
+		!strings.HasPrefix(typ, api.ProblemBase) || !strings.Contains(detail, want) {
 		t.Fatalf("%s: want a %d problem saying %q, got %d %s %s", what, status, want, r.status, r.header.Get("Content-Type"), r.raw)
 	}
 }

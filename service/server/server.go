@@ -1,29 +1,37 @@
-// Package server is ratewarden's network face: an HTTP JSON API (check,
-// peek, reset; reserve and settle costs known afterwards; acquire,
-// release and extend permits of concurrency limits), Envoy's rate limit
-// gRPC service
-// (envoy.service.ratelimit.v3.RateLimitService), gRPC health, Prometheus
-// metrics, health and readiness endpoints, and configuration hot reload;
-// and envoyproxy/ratelimit's deployment surface: /json, /healthcheck, the
-// /rlconfig dump, configurations pushed with SetConfig (package xds),
-// TLS with certificate reload, near-limit counts and OpenTelemetry spans.
+// Package server is ratewarden's network face, assembled: it builds the
+// HTTP API (package api) and Envoy's rate limit gRPC service (package
+// rls) on one Backend and one configuration, and owns what they share and
+// their lifecycle: the options (validated in one place, New), the
+// configuration in force (loaded from files and reloaded when they change
+// through package watch, or put in force with SetConfig, as package xds
+// does), the HTTP mux (the /v1 API, /json and /healthcheck as
+// envoyproxy/ratelimit has them, /healthz, /readyz, /metrics, the
+// /rlconfig dump, an optional admin address), the gRPC server (the rate
+// limit service, gRPC health kept in step with Ready, reflection), TLS
+// with certificate reload (internal/tlsfiles), tracing, and a graceful
+// Shutdown.
 //
 // A Server decides on a Backend, which hands it one ratewarden.Store per
 // failure policy: the in-memory store on a single node, or Redis behind the
-// fallback decorator when distributed. It is a client of the library: it
-// builds one ratewarden.Limiter per failure policy on its store, and every
-// check, peek, reset, reservation and acquisition goes through a Limiter
-// (a request's descriptors of several policies through one
-// Limiter.AllowKeys). The tokens the API hands out carry what the Limiter
-// needs to take a reservation or a permit back on any replica
-// (Limiter.ReservationOf, Limiter.PermitOf), which then settles, releases
-// or extends it.
+// fallback decorator when distributed. It is a client of the library:
+// both APIs decide through the one ratewarden.Limiter per failure policy
+// that package decide keeps (a request's descriptors of several policies
+// through one Limiter.AllowKeys), metered by package telemetry. The
+// tokens the API hands out carry what the Limiter needs to take a
+// reservation or a permit back on any replica (Limiter.ReservationOf,
+// Limiter.PermitOf), which then settles, releases or extends it.
 //
 // Callers are not trusted (docs/service.md, "Security"): request bodies
 // and descriptors are parsed strictly and bounded (body and key bytes,
 // descriptors, inline limits, which are off unless enabled) before any
 // store call, and errors answer with a problem type and a fixed message,
 // their details going to the log and the metrics.
+//
+// The arrows point one way: server imports api, rls, watch, decide and
+// telemetry (and, of the project, the root package, fallback,
+// internal/nilcheck, service/config and service/internal/tlsfiles); api
+// and rls import decide and telemetry, never each other; decide imports
+// telemetry; nothing below imports server.
 package server
 
 import (
@@ -31,12 +39,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,7 +50,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -53,33 +57,13 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/nilcheck"
-	"github.com/ratewarden/ratewarden/service/config"
-)
-
-// Backend hands the server the stores it decides on.
-type Backend interface {
-	// Store returns the store for limits with failure policy fp. The
-	// server asks once per failure policy (again after an error) and
-	// keeps a Limiter on the store.
-	Store(fp config.FailurePolicy) (ratewarden.Store, error)
-	// Ready reports whether limits with failure policy fp are decided by
-	// the shared store now (nil) or not (why).
-	Ready(ctx context.Context, fp config.FailurePolicy) error
-	// Breakers reports the circuit breaker state of each store built so
-	// far: 0 closed, 1 half-open, 2 open. Nil when there is no breaker.
-	Breakers() map[config.FailurePolicy]int
-}
-
-// Defaults.
-const (
-	DefaultMaxBodyBytes = 64 << 10
-	// DefaultMaxKeyBytes caps a caller key (HTTP "key") and the key
-	// derived from an Envoy request's descriptor entries.
-	DefaultMaxKeyBytes    = 1 << 10
-	DefaultReloadInterval = time.Second
-	// MaxDescriptors bounds the descriptors of one gRPC request.
-	MaxDescriptors = 256
+	"github.com/ratewarden/ratewarden/service/server/api"
+	"github.com/ratewarden/ratewarden/service/server/decide"
+	"github.com/ratewarden/ratewarden/service/server/rls"
+	"github.com/ratewarden/ratewarden/service/server/telemetry"
+	"github.com/ratewarden/ratewarden/service/server/watch"
 )
 
 // grpcStreamWorkers is the number of goroutines that serve gRPC calls
@@ -91,25 +75,19 @@ const grpcStreamWorkers = 128
 // Server serves the APIs. Make one with New, then Start it, or use its
 // handlers (Handler, RegisterGRPC) in servers of your own.
 type Server struct {
-	backend        Backend
+	backend        decide.Backend
 	log            *slog.Logger
-	token          string
-	defaultFailure config.FailurePolicy
-	paths          []string
+	defaultFailure fallback.Policy
+	paths          []string // nil: the config does not come from files
 	interval       time.Duration
-	maxBody        int64
-	maxKey         int
-	inline         config.InlineLimits
 	adminAddr      string
-	envoy          EnvoyCompat
-	nearRatio      float64
-	grpcTLS        *tls.Config
-	httpTLS        *tls.Config
-	tracer         trace.Tracer // nil: no tracing
-	secrets        [][]byte     // sign reservations (the first) and check them
+	envoy          rls.EnvoyCompat
+	grpcTLS        *tls.Config // nil: plaintext
+	httpTLS        *tls.Config // nil: plaintext
 	reg            *prometheus.Registry
-	m              *metrics
-	limiters       limiters
+	m              *telemetry.Metrics
+	api            *api.Service
+	rls            *rls.Service
 
 	snap atomic.Pointer[snapshot]
 
@@ -130,348 +108,66 @@ type Server struct {
 	shutdownErr  error
 }
 
-// snapshot is a loaded config with what the server derives from it.
-type snapshot struct {
-	cfg      *config.Config
-	plan     *plan
-	failures []config.FailurePolicy // every failure policy in use
-	loaded   time.Time
-	source   string // file, static or xds
-	version  string // the xDS version, or the files' fingerprint
-}
-
-// Option configures a Server; pass options to New, which validates what
-// they collected.
-type Option func(*options)
-
-// options is what the options of New collect, on top of its defaults.
-type options struct {
-	cfg            *config.Config
-	cfgGiven       bool
-	paths          []string
-	pathsGiven     bool
-	interval       time.Duration
-	log            *slog.Logger
-	token          string
-	defaultFailure config.FailurePolicy
-	maxBody        int64
-	maxKey         int
-	inline         config.InlineLimits
-	adminAddr      string
-	envoy          EnvoyCompat
-	nearRatio      float64
-	grpcTLS        *tls.Config
-	httpTLS        *tls.Config
-	tracer         trace.TracerProvider
-	secrets        [][]byte
-	secretsGiven   bool
-}
-
-// WithConfig sets a configuration that is already loaded (no reload).
-func WithConfig(cfg *config.Config) Option {
-	return func(o *options) { o.cfg, o.cfgGiven = cfg, true }
-}
-
-// WithConfigPaths loads the configuration from files or directories and
-// reloads it when their contents change, about 50 ms after a settled
-// change (filesystem notifications, and polling every WithReloadInterval
-// as the fallback), or when Reload is called (on SIGHUP, say). With
-// EnvoyCompat.MergeDomains, documents of one domain are merged.
-func WithConfigPaths(paths ...string) Option {
-	return func(o *options) { o.paths, o.pathsGiven = paths, true }
-}
-
-// WithReloadInterval sets how often config files are polled for changes,
-// the fallback for filesystems without notifications; 0 turns watching
-// off, notifications too (Reload still works). Default one second.
-func WithReloadInterval(d time.Duration) Option {
-	return func(o *options) { o.interval = d }
-}
-
-// WithLogger sets the logger; default slog.Default().
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) { o.log = l }
-}
-
-// WithAPIToken requires "Authorization: Bearer <token>" on the /v1 API.
-// Empty means no authentication (the default).
-func WithAPIToken(token string) Option {
-	return func(o *options) { o.token = token }
-}
-
-// WithDefaultFailure sets the failure policy of limits whose config names
-// none (directly, by domain or by the top-level failure_policy). Default
-// local_fallback.
-func WithDefaultFailure(fp config.FailurePolicy) Option {
-	return func(o *options) { o.defaultFailure = fp }
-}
-
-// WithMaxBodyBytes bounds HTTP API request bodies (413 beyond);
-// default 64 KiB.
-func WithMaxBodyBytes(n int64) Option {
-	return func(o *options) { o.maxBody = n }
-}
-
-// WithMaxKeyBytes caps the bytes of a caller key: the HTTP API's "key"
-// (400 beyond) and the store key an Envoy descriptor's entries make
-// (INVALID_ARGUMENT beyond). Default DefaultMaxKeyBytes (1 KiB).
-func WithMaxKeyBytes(n int) Option {
-	return func(o *options) { o.maxKey = n }
-}
-
-// WithInlineLimits sets whether the HTTP API takes inline limits ("limit"
-// instead of "policy") and their maxima; a config's inline_limits, when
-// set, gives the maxima instead, and enables them too. Default: off (403).
-func WithInlineLimits(il config.InlineLimits) Option {
-	return func(o *options) { o.inline = il }
-}
-
-// WithAdminAddr serves /metrics and the detailed /readyz on a separate
-// address (Start listens on it; see AdminAddr), and not on the API's.
-// Empty (the default): everything on the HTTP address.
-func WithAdminAddr(addr string) Option {
-	return func(o *options) { o.adminAddr = addr }
-}
-
-// validate names the first option given a value it cannot use.
-func (o *options) validate() error {
-	var msg string
-	switch {
-	case o.cfgGiven && o.cfg == nil:
-		msg = "WithConfig: config must not be nil"
-	case o.pathsGiven && len(o.paths) == 0:
-		msg = "WithConfigPaths: no config paths given"
-	case o.cfgGiven && o.pathsGiven:
-		msg = "give WithConfig or WithConfigPaths, not both"
-	case !o.cfgGiven && !o.pathsGiven:
-		msg = "no configuration (WithConfig or WithConfigPaths)"
-	case o.interval < 0:
-		msg = fmt.Sprintf("WithReloadInterval: reload interval must be >= 0, got %v", o.interval)
-	case o.log == nil:
-		msg = "WithLogger: logger must not be nil"
-	case o.maxBody <= 0:
-		msg = fmt.Sprintf("WithMaxBodyBytes: max body bytes must be > 0, got %d", o.maxBody)
-	case o.maxKey <= 0:
-		msg = fmt.Sprintf("WithMaxKeyBytes: max key bytes must be > 0, got %d", o.maxKey)
-	case !(o.nearRatio > 0 && o.nearRatio <= 1):
-		msg = fmt.Sprintf("WithNearLimitRatio: want a ratio above 0, at most 1, got %v", o.nearRatio)
-	case o.envoy.Headers < RLSHeadersRatewarden || o.envoy.Headers > RLSHeadersNone:
-		msg = fmt.Sprintf("WithEnvoyCompat: unknown Headers %d", o.envoy.Headers)
-	case o.inline.MaxPeriod < 0 || o.inline.MaxRate < 0 || o.inline.MaxSlidingLog < 0 || o.inline.MaxCost < 0:
-		msg = fmt.Sprintf("WithInlineLimits: maxima must not be negative, got %+v", o.inline)
-	default:
-		if _, err := config.ParseFailurePolicy(string(o.defaultFailure)); err != nil {
-			return fmt.Errorf("server: WithDefaultFailure: %w", err)
-		}
-		return nil
-	}
-	return fmt.Errorf("server: %s: %w", msg, ratewarden.ErrInvalidConfig)
-}
-
 // New returns a Server deciding on backend. It needs WithConfig or
 // WithConfigPaths; with paths, it loads them now and fails when they are
-// invalid. Errors wrap ratewarden.ErrInvalidConfig and name the option at
-// fault; a nil Option is one too.
-func New(backend Backend, opts ...Option) (*Server, error) {
+// invalid, and with WithTLS it reads the TLS files now. Errors wrap
+// ratewarden.ErrInvalidConfig and name the option at fault; a nil Option
+// is one too.
+func New(backend decide.Backend, opts ...Option) (*Server, error) {
 	if nilcheck.Is(backend) {
 		return nil, fmt.Errorf("server: backend must not be nil%s: %w", nilcheck.Describe(backend), ratewarden.ErrInvalidConfig)
 	}
-	o := options{
-		log:            slog.Default(),
-		defaultFailure: config.LocalFallback,
-		interval:       DefaultReloadInterval,
-		maxBody:        DefaultMaxBodyBytes,
-		maxKey:         DefaultMaxKeyBytes,
-		nearRatio:      DefaultNearLimitRatio,
-	}
-	for i, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("server: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
-		}
-		opt(&o)
-	}
-	if err := o.validate(); err != nil {
-		return nil, err
-	}
-	if err := o.validateSecrets(); err != nil {
+	c, err := newConfig(opts)
+	if err != nil {
 		return nil, err
 	}
 	s := &Server{
 		backend:        backend,
-		log:            o.log,
-		token:          o.token,
-		defaultFailure: o.defaultFailure,
-		paths:          o.paths,
-		interval:       o.interval,
-		maxBody:        o.maxBody,
-		maxKey:         o.maxKey,
-		inline:         o.inline,
-		adminAddr:      o.adminAddr,
-		envoy:          o.envoy,
-		nearRatio:      o.nearRatio,
-		grpcTLS:        o.grpcTLS,
-		httpTLS:        o.httpTLS,
-		secrets:        o.secrets,
+		log:            c.log,
+		defaultFailure: c.defaultFailure,
+		paths:          c.paths,
+		interval:       c.interval,
+		adminAddr:      c.adminAddr,
+		envoy:          c.envoy,
 		reg:            prometheus.NewRegistry(),
 		health:         health.NewServer(),
 		stop:           make(chan struct{}),
 	}
-	if o.tracer != nil {
-		s.tracer = o.tracer.Tracer(tracerName)
+	if c.tlsOn != 0 {
+		tc, err := c.tls.Config(c.log)
+		if err != nil {
+			return nil, fmt.Errorf("server: WithTLS: %w", err)
+		}
+		if c.tlsOn&TLSGRPC != 0 {
+			s.grpcTLS = tc
+		}
+		if c.tlsOn&TLSHTTP != 0 {
+			s.httpTLS = tc
+		}
 	}
-	if !o.secretsGiven {
-		s.secrets = processSecret()
+	var tracer trace.Tracer // nil: no spans
+	if c.tracer != nil {
+		tracer = c.tracer.Tracer(tracerName)
 	}
-	s.m = newMetrics(s.reg, backend)
-	if o.pathsGiven {
+	s.m = telemetry.New(s.reg, backend.Breakers)
+	lims := decide.NewLimiters(backend, s.m, tracer)
+	s.api = api.New(api.Deps{Log: c.log, Metrics: s.m, Limiters: lims, Token: c.token, MaxBody: c.maxBody, MaxKey: c.maxKey,
+		Inline: c.inline, DefaultFailure: c.defaultFailure, Secrets: c.secrets})
+	s.rls = rls.New(rls.Deps{Log: c.log, Metrics: s.m, Limiters: lims, Tracer: tracer, MaxKey: c.maxKey,
+		Envoy: c.envoy, NearRatio: c.nearRatio, DefaultFailure: c.defaultFailure})
+	if c.pathsGiven {
 		if err := s.Reload(); err != nil {
 			return nil, err
 		}
 	} else {
-		s.setConfig(o.cfg, "static", "")
+		s.setConfig(c.cfg, "static", "")
 	}
-	s.m.configOK.Set(1)
+	s.m.ConfigOK.Set(1)
 	return s, nil
 }
 
 // Registry is the Prometheus registry the server's /metrics serves.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
-
-// Config returns the configuration in force.
-func (s *Server) Config() *config.Config { return s.snap.Load().cfg }
-
-func (s *Server) setConfig(cfg *config.Config, source, version string) {
-	sn := &snapshot{cfg: cfg, plan: s.newPlan(cfg), loaded: time.Now(), source: source, version: version}
-	add := func(fp config.FailurePolicy) {
-		if !slices.Contains(sn.failures, fp) {
-			sn.failures = append(sn.failures, fp)
-		}
-	}
-	for _, p := range cfg.Policies {
-		add(s.failure(cfg, p.Failure))
-	}
-	for _, d := range cfg.Domains {
-		var walk func([]*config.Descriptor)
-		walk = func(ds []*config.Descriptor) {
-			for _, n := range ds {
-				if n.RateLimit != nil && n.RateLimit.Counted() {
-					add(s.failure(cfg, n.RateLimit.Failure, d.Failure))
-				}
-				walk(n.Descriptors)
-			}
-		}
-		walk(d.Descriptors)
-	}
-	slices.Sort(sn.failures)
-	s.snap.Store(sn)
-	s.m.setVersion(source, version)
-}
-
-// failure resolves a limit's failure policy: the first one set among
-// fps, then the config's top level, then the server default.
-func (s *Server) failure(cfg *config.Config, fps ...config.FailurePolicy) config.FailurePolicy {
-	for _, fp := range fps {
-		if fp != "" {
-			return fp
-		}
-	}
-	if cfg.Failure != "" {
-		return cfg.Failure
-	}
-	return s.defaultFailure
-}
-
-// Reload loads the config paths again. When they are invalid it logs every
-// problem, counts a failed reload and keeps the configuration in force.
-func (s *Server) Reload() error {
-	if s.paths == nil {
-		return fmt.Errorf("server: no config paths to reload: %w", ratewarden.ErrInvalidConfig)
-	}
-	s.reloadMu.Lock()
-	defer s.reloadMu.Unlock()
-	if fp, err := config.Fingerprint(s.paths...); err == nil {
-		s.fingerprint = fp
-	}
-	cfg, err := config.Loader{MergeDomains: s.envoy.MergeDomains}.Load(s.paths...)
-	first := s.snap.Load() == nil
-	if err != nil {
-		s.m.reloads.WithLabelValues("failure").Inc()
-		s.m.configOK.Set(0)
-		if !first {
-			s.log.Error("config reload failed; keeping the configuration in force", "paths", s.paths, "err", err)
-		}
-		return err
-	}
-	s.setConfig(cfg, "file", shortVersion(s.fingerprint))
-	s.m.reloads.WithLabelValues("success").Inc()
-	s.m.configOK.Set(1)
-	for _, w := range cfg.Warnings {
-		s.log.Warn("config: ignored", "where", w.String())
-	}
-	s.log.Info("config loaded", "files", cfg.Files, "policies", len(cfg.Policies), "domains", len(cfg.Domains), "reload", !first)
-	return nil
-}
-
-// Ready reports nil when the server can decide with the shared store:
-// a config is loaded and, for every failure policy in use except
-// fail_open, the backend is ready. Its error names the failure policies
-// that are not and why (for logs; /readyz names only the policies).
-func (s *Server) Ready(ctx context.Context) error {
-	_, err := s.degraded(ctx)
-	return err
-}
-
-// degraded lists the failure policies in use whose limits the shared
-// store cannot decide now, with the reasons joined in err; err alone
-// when no configuration is loaded.
-func (s *Server) degraded(ctx context.Context) ([]config.FailurePolicy, error) {
-	sn := s.snap.Load()
-	if sn == nil {
-		return nil, errors.New("server: no configuration loaded")
-	}
-	var fps []config.FailurePolicy
-	var errs []error
-	for _, fp := range sn.failures {
-		if fp == config.FailOpen {
-			continue
-		}
-		if err := s.backend.Ready(ctx, fp); err != nil {
-			fps = append(fps, fp)
-			errs = append(errs, fmt.Errorf("server: %s limits: %w", fp, err))
-		}
-	}
-	return fps, errors.Join(errs...)
-}
-
-// handleReady answers /readyz: 200 "ready", or 503 "not ready" naming,
-// when detailed, the failure policies whose limits are degraded (decided
-// by that policy, not the shared store). Never an address or an error:
-// those go to the log.
-func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, detailed bool) {
-	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-	defer cancel()
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	fps, err := s.degraded(ctx)
-	if err == nil {
-		_, _ = io.WriteString(w, "ready\n")
-		return
-	}
-	s.log.Debug("readyz: not ready", "err", err)
-	w.WriteHeader(http.StatusServiceUnavailable)
-	switch {
-	case !detailed:
-		_, _ = io.WriteString(w, "not ready\n")
-	case len(fps) == 0:
-		_, _ = io.WriteString(w, "not ready: no configuration loaded\n")
-	default:
-		names := make([]string, len(fps))
-		for i, fp := range fps {
-			names[i] = string(fp)
-		}
-		_, _ = io.WriteString(w, "not ready: shared store unavailable; degraded: "+strings.Join(names, ", ")+"\n")
-	}
-}
 
 // Start listens on httpAddr and grpcAddr (":0" picks free ports; see
 // HTTPAddr and GRPCAddr) and serves until Shutdown.
@@ -501,7 +197,7 @@ func (s *Server) Start(httpAddr, grpcAddr string) error {
 	s.httpSrv = s.newHTTPServer(s.Handler())
 	gopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(1 << 20),
-		grpc.ForceServerCodecV2(strictCodec{encoding.GetCodecV2("proto")}),
+		grpc.ForceServerCodecV2(rls.Codec()),
 		// Calls run on long-lived workers, whose stacks have grown to
 		// what a decision needs, instead of a new goroutine each that
 		// grows (copies) its stack on every call: that copying cost more
@@ -525,8 +221,9 @@ func (s *Server) Start(httpAddr, grpcAddr string) error {
 	}()
 	go s.readiness()
 	if s.paths != nil && s.interval > 0 {
+		w := &watch.Files{Paths: s.paths, Every: s.interval, Log: s.log, Loaded: s.loaded, Reload: func() { _ = s.Reload() }} // Reload logs
 		s.wg.Add(1)
-		go s.watch()
+		go func() { defer s.wg.Done(); w.Run(s.stop) }()
 	}
 	if s.adminLn != nil {
 		s.log.Info("listening", "http", hl.Addr().String(), "grpc", gl.Addr().String(), "admin", s.adminLn.Addr().String())
@@ -670,7 +367,7 @@ func (s *Server) Run(ctx context.Context, httpAddr, grpcAddr string, grace time.
 // with the field path; on a grpc.Server of your own it is INTERNAL, as
 // grpc-go answers every decoding error.
 func (s *Server) RegisterGRPC(g *grpc.Server) {
-	rlspb.RegisterRateLimitServiceServer(g, &rls{s: s})
+	rlspb.RegisterRateLimitServiceServer(g, s.rls)
 	healthpb.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
 }

@@ -8,8 +8,90 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
-	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/fallback"
+	svcconfig "github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/service/server/decide"
 )
+
+// snapshot is a loaded config with what the server derives from it.
+type snapshot struct {
+	cfg      *svcconfig.Config
+	failures []fallback.Policy // every failure policy in use
+	loaded   time.Time
+	source   string // file, static or xds
+	version  string // the xDS version, or the files' fingerprint
+}
+
+// Config returns the configuration in force.
+func (s *Server) Config() *svcconfig.Config { return s.snap.Load().cfg }
+
+func (s *Server) setConfig(cfg *svcconfig.Config, source, version string) {
+	sn := &snapshot{cfg: cfg, loaded: time.Now(), source: source, version: version}
+	add := func(fp fallback.Policy) {
+		if !slices.Contains(sn.failures, fp) {
+			sn.failures = append(sn.failures, fp)
+		}
+	}
+	for _, p := range cfg.Policies {
+		add(decide.Failure(cfg, s.defaultFailure, p.Failure))
+	}
+	for _, d := range cfg.Domains {
+		var walk func([]*svcconfig.Descriptor)
+		walk = func(ds []*svcconfig.Descriptor) {
+			for _, n := range ds {
+				if n.RateLimit != nil && n.RateLimit.Counted() {
+					add(decide.Failure(cfg, s.defaultFailure, n.RateLimit.Failure, d.Failure))
+				}
+				walk(n.Descriptors)
+			}
+		}
+		walk(d.Descriptors)
+	}
+	// By name, as /readyz and Ready's error list them.
+	slices.SortFunc(sn.failures, func(a, b fallback.Policy) int { return strings.Compare(a.String(), b.String()) })
+	s.api.SetConfig(cfg)
+	s.rls.SetConfig(cfg)
+	s.snap.Store(sn)
+	s.m.SetVersion(source, version)
+}
+
+// loaded is the fingerprint of the config files in force.
+func (s *Server) loaded() string {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	return s.fingerprint
+}
+
+// Reload loads the config paths again. When they are invalid it logs every
+// problem, counts a failed reload and keeps the configuration in force.
+func (s *Server) Reload() error {
+	if s.paths == nil {
+		return fmt.Errorf("server: no config paths to reload: %w", ratewarden.ErrInvalidConfig)
+	}
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	if fp, err := svcconfig.Fingerprint(s.paths...); err == nil {
+		s.fingerprint = fp
+	}
+	cfg, err := svcconfig.Loader{MergeDomains: s.envoy.MergeDomains}.Load(s.paths...)
+	first := s.snap.Load() == nil
+	if err != nil {
+		s.m.Reloads.WithLabelValues("failure").Inc()
+		s.m.ConfigOK.Set(0)
+		if !first {
+			s.log.Error("config reload failed; keeping the configuration in force", "paths", s.paths, "err", err)
+		}
+		return err
+	}
+	s.setConfig(cfg, "file", shortVersion(s.fingerprint))
+	s.m.Reloads.WithLabelValues("success").Inc()
+	s.m.ConfigOK.Set(1)
+	for _, w := range cfg.Warnings {
+		s.log.Warn("config: ignored", "where", w.String())
+	}
+	s.log.Info("config loaded", "files", cfg.Files, "policies", len(cfg.Policies), "domains", len(cfg.Domains), "reload", !first)
+	return nil
+}
 
 // SetConfig puts cfg in force at once, for a configuration that comes from
 // elsewhere than files (an xDS management server, say): requests already
@@ -19,7 +101,7 @@ import (
 // (/rlconfig). It counts a successful reload. It refuses (and changes
 // nothing) a nil cfg and a server that loads files (WithConfigPaths),
 // whose files would overwrite cfg at the next reload.
-func (s *Server) SetConfig(cfg *config.Config, source, version string) error {
+func (s *Server) SetConfig(cfg *svcconfig.Config, source, version string) error {
 	switch {
 	case cfg == nil:
 		return fmt.Errorf("server: SetConfig: config must not be nil: %w", ratewarden.ErrInvalidConfig)
@@ -31,8 +113,8 @@ func (s *Server) SetConfig(cfg *config.Config, source, version string) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	s.setConfig(cfg, source, version)
-	s.m.reloads.WithLabelValues("success").Inc()
-	s.m.configOK.Set(1)
+	s.m.Reloads.WithLabelValues("success").Inc()
+	s.m.ConfigOK.Set(1)
 	for _, w := range cfg.Warnings {
 		s.log.Warn("config: ignored", "where", w.String())
 	}
@@ -78,8 +160,8 @@ func (s *Server) handleConfigDump(w http.ResponseWriter, _ *http.Request) {
 		lines = append(lines, fmt.Sprintf("policy %s: %s, shadow_mode: %t", name, p.Limit, p.Shadow))
 	}
 	for name, d := range sn.cfg.Domains {
-		var walk func([]*config.Descriptor)
-		walk = func(ds []*config.Descriptor) {
+		var walk func([]*svcconfig.Descriptor)
+		walk = func(ds []*svcconfig.Descriptor) {
 			for _, n := range ds {
 				if rl := n.RateLimit; rl != nil {
 					unit := strings.ToUpper(rl.Unit)

@@ -35,7 +35,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/ratewarden/ratewarden"
-	"github.com/ratewarden/ratewarden/service/config"
+	svcconfig "github.com/ratewarden/ratewarden/service/config"
 )
 
 // TypeURL is the resource type the Client asks for.
@@ -53,15 +53,19 @@ type Update struct {
 	// Version is the response's version_info.
 	Version string
 	// Config holds one Envoy domain per resource.
-	Config *config.Config
+	Config *svcconfig.Config
 	// Resources are the resources' names, in the order sent.
 	Resources []string
 }
 
-// Option configures a Client.
-type Option func(*options)
+// Option configures a Client. Options only record their value; New
+// validates what they collected and fails with an error wrapping
+// ratewarden.ErrInvalidConfig that names the option at fault. When an
+// option is given twice, the last one counts.
+type Option func(*config)
 
-type options struct {
+// config is what the options of New collect, on top of its defaults.
+type config struct {
 	nodeID         string
 	metadata       map[string]string
 	headers        map[string]string
@@ -77,47 +81,68 @@ type options struct {
 // "default") and string metadata (CONFIG_GRPC_XDS_NODE_ID and
 // CONFIG_GRPC_XDS_NODE_METADATA for envoyproxy/ratelimit).
 func WithNode(id string, metadata map[string]string) Option {
-	return func(o *options) { o.nodeID, o.metadata = id, metadata }
+	return func(c *config) { c.nodeID, c.metadata = id, metadata }
 }
 
 // WithHeaders adds gRPC metadata to the stream (authorization, say).
 func WithHeaders(h map[string]string) Option {
-	return func(o *options) { o.headers = h }
+	return func(c *config) { c.headers = h }
 }
 
 // WithDialOptions sets the gRPC dial options; the default is a plaintext
 // connection. Give grpc.WithTransportCredentials for TLS.
 func WithDialOptions(opts ...grpc.DialOption) Option {
-	return func(o *options) { o.dial = opts }
+	return func(c *config) { c.dial = opts }
 }
 
 // WithBackoff sets the wait before dialing again after the stream broke:
 // initial, doubling on each failure up to max, each wait drawn between
 // half and all of it. Defaults 10s and 60s.
 func WithBackoff(initial, max time.Duration) Option {
-	return func(o *options) { o.initial, o.max = initial, max }
+	return func(c *config) { c.initial, c.max = initial, max }
 }
 
 // WithMergeDomains merges resources of one domain instead of refusing
 // the second (MERGE_DOMAIN_CONFIG).
 func WithMergeDomains(merge bool) Option {
-	return func(o *options) { o.merge = merge }
+	return func(c *config) { c.merge = merge }
 }
 
 // WithMaxRecvMsgSize bounds a response's bytes; default gRPC's 4 MiB.
 func WithMaxRecvMsgSize(n int) Option {
-	return func(o *options) { o.maxRecvMsgSize = n }
+	return func(c *config) { c.maxRecvMsgSize = n }
 }
 
 // WithLogger sets the logger; default slog.Default().
 func WithLogger(l *slog.Logger) Option {
-	return func(o *options) { o.log = l }
+	return func(c *config) { c.log = l }
 }
 
 // WithStatus calls f after every response and every broken stream with
 // the Client's state (for metrics); f must not block.
 func WithStatus(f func(Status)) Option {
-	return func(o *options) { o.onStatus = f }
+	return func(c *config) { c.onStatus = f }
+}
+
+// newConfig applies opts to the defaults and validates the result.
+func newConfig(opts []Option) (config, error) {
+	c := config{nodeID: DefaultNodeID, initial: DefaultBackoffInitial, max: DefaultBackoffMax, log: slog.Default()}
+	for i, o := range opts {
+		if o == nil {
+			return config{}, fmt.Errorf("xds: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
+		}
+		o(&c)
+	}
+	var msg string
+	switch {
+	case c.initial <= 0 || c.max < c.initial:
+		msg = fmt.Sprintf("WithBackoff: want 0 < initial <= max, got %v, %v", c.initial, c.max)
+	case c.log == nil:
+		msg = "WithLogger: logger must not be nil"
+	default:
+		return c, nil
+	}
+	return config{}, fmt.Errorf("xds: %s: %w", msg, ratewarden.ErrInvalidConfig)
 }
 
 // Status is what a Client has done so far.
@@ -136,7 +161,7 @@ type Status struct {
 // Client is an xDS state-of-the-world client for RateLimitConfig
 // resources. Make one with New and call Run.
 type Client struct {
-	o     options
+	o     config
 	conn  *grpc.ClientConn
 	apply func(Update) error
 
@@ -149,22 +174,15 @@ type Client struct {
 // that checks; an error from apply NACKs the update. It does not connect
 // yet. Errors wrap ratewarden.ErrInvalidConfig.
 func New(target string, apply func(Update) error, opts ...Option) (*Client, error) {
-	o := options{nodeID: DefaultNodeID, initial: DefaultBackoffInitial, max: DefaultBackoffMax, log: slog.Default()}
-	for i, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("xds: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
-		}
-		opt(&o)
-	}
 	switch {
 	case target == "":
 		return nil, fmt.Errorf("xds: no management server address: %w", ratewarden.ErrInvalidConfig)
 	case apply == nil:
 		return nil, fmt.Errorf("xds: apply must not be nil: %w", ratewarden.ErrInvalidConfig)
-	case o.initial <= 0 || o.max < o.initial:
-		return nil, fmt.Errorf("xds: WithBackoff: want 0 < initial <= max, got %v, %v: %w", o.initial, o.max, ratewarden.ErrInvalidConfig)
-	case o.log == nil:
-		return nil, fmt.Errorf("xds: WithLogger: logger must not be nil: %w", ratewarden.ErrInvalidConfig)
+	}
+	o, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
 	dial := o.dial
 	if len(dial) == 0 {

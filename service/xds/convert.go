@@ -8,7 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ratewarden/ratewarden"
-	"github.com/ratewarden/ratewarden/service/config"
+	svcconfig "github.com/ratewarden/ratewarden/service/config"
 )
 
 // The YAML form of a RateLimitConfig: envoyproxy/ratelimit's file format,
@@ -46,7 +46,7 @@ type yamlReplace struct {
 // name the resource ("xds resource NAME") and wrap
 // ratewarden.ErrInvalidConfig. No resources is a configuration without
 // domains.
-func Convert(resources []*rlsconfpb.RateLimitConfig, merge bool) (*config.Config, error) {
+func Convert(resources []*rlsconfpb.RateLimitConfig, merge bool) (*svcconfig.Config, error) {
 	var all []byte
 	for i, r := range resources {
 		if r == nil {
@@ -57,7 +57,7 @@ func Convert(resources []*rlsconfpb.RateLimitConfig, merge bool) (*config.Config
 			return nil, fmt.Errorf("xds: resource %q: %v: %w", r.GetName(), err, ratewarden.ErrInvalidConfig)
 		}
 		// Each resource alone first, so that a problem names it.
-		if _, err := config.Parse(resourceName(r), doc); err != nil {
+		if _, err := svcconfig.Parse(resourceName(r), doc); err != nil {
 			return nil, err
 		}
 		if i > 0 {
@@ -69,9 +69,9 @@ func Convert(resources []*rlsconfpb.RateLimitConfig, merge bool) (*config.Config
 		// No rate limit configuration at all is a state the management
 		// server may mean (every policy deleted); a file without limits is
 		// refused as a likely mistake, an xDS response is the authority.
-		return &config.Config{Policies: map[string]*config.Policy{}, Domains: map[string]*config.Domain{}}, nil
+		return &svcconfig.Config{Policies: map[string]*svcconfig.Policy{}, Domains: map[string]*svcconfig.Domain{}}, nil
 	}
-	return config.Loader{MergeDomains: merge}.Parse("xds resources", all)
+	return svcconfig.Loader{MergeDomains: merge}.Parse("xds resources", all)
 }
 
 func resourceName(r *rlsconfpb.RateLimitConfig) string {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/service/config"
-	"github.com/ratewarden/ratewarden/service/server"
+	"github.com/ratewarden/ratewarden/service/server/api"
 )
 
 const checkHead = `usage: ratewarden check [flags] KEY
@@ -45,10 +45,10 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return usageError(stderr, "check", "want one KEY, got %s", plural(len(pos), "argument", "arguments"))
 	}
 	key := pos[0]
-	path, body := "/v1/check", any(server.CheckRequest{Key: key, Policy: *policy, Limit: *limit, Cost: cost})
+	path, body := "/v1/check", any(api.CheckRequest{Key: key, Policy: *policy, Limit: *limit, Cost: cost})
 	switch {
 	case *reset:
-		path, body = "/v1/reset", server.ResetRequest{Key: key, Policy: *policy, Limit: *limit}
+		path, body = "/v1/reset", api.ResetRequest{Key: key, Policy: *policy, Limit: *limit}
 	case *peek:
 		path = "/v1/peek"
 	}
@@ -83,7 +83,7 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if *reset {
 		return 0
 	}
-	var d server.Decision
+	var d api.Decision
 	if err := json.Unmarshal(out, &d); err != nil {
 		fmt.Fprintf(stderr, "ratewarden check: decoding the answer: %v\n", err)
 		return 1

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -15,21 +13,21 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/ratewarden/ratewarden/service/config"
-	"github.com/ratewarden/ratewarden/service/internal/backend"
+	"github.com/ratewarden/ratewarden/service/internal/tlsfiles"
 	"github.com/ratewarden/ratewarden/service/server"
 	"github.com/ratewarden/ratewarden/service/xds"
 )
 
 // xdsSettings are the xDS client's, with --config-type xds.
 type xdsSettings struct {
-	server, nodeID  string
-	metadata        map[string]string
-	headers         map[string]string
-	initial, max    time.Duration
-	maxMsg          int
-	useTLS          bool
-	tlsCA, tlsSAN   string
-	tlsCert, tlsKey string
+	server, nodeID string
+	metadata       map[string]string
+	headers        map[string]string
+	initial, max   time.Duration
+	maxMsg         int
+	useTLS         bool
+	tlsSAN         string // the name the server's certificate must have
+	tls            tlsfiles.Client
 }
 
 // deployment parses the flags of how the service is deployed: where its
@@ -52,7 +50,7 @@ func (f serveFlags) deployment(st *settings) error {
 	default:
 		return fmt.Errorf("--config-type %q: want file or xds (GRPC_XDS_SOTW)", *f.configType)
 	}
-	st.tls = server.TLSFiles{CertFile: *f.tlsCert, KeyFile: *f.tlsKey, ClientCAFile: *f.tlsClientCA, ClientSAN: f.getenv("GRPC_CLIENT_TLS_SAN")}
+	st.tls = tlsfiles.Server{CertFile: *f.tlsCert, KeyFile: *f.tlsKey, ClientCAFile: *f.tlsClientCA, ClientSAN: f.getenv("GRPC_CLIENT_TLS_SAN")}
 	for _, s := range strings.Split(*f.tlsServers, ",") {
 		switch strings.TrimSpace(s) {
 		case "grpc":
@@ -63,11 +61,8 @@ func (f serveFlags) deployment(st *settings) error {
 			return fmt.Errorf("--tls-servers %q: want grpc, http or grpc,http", *f.tlsServers)
 		}
 	}
-	if (st.tls.CertFile == "") != (st.tls.KeyFile == "") || (st.tls.ClientCAFile != "" && st.tls.CertFile == "") {
-		return fmt.Errorf("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
-	}
 	skip, _ := strconv.ParseBool(f.getenv("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"))
-	st.redisTLS = backend.RedisTLS{CAFile: *f.redisCA, CertFile: *f.redisCert, KeyFile: *f.redisKey, SkipHostname: skip}
+	st.redisTLS = tlsfiles.Client{CAFile: *f.redisCA, CertFile: *f.redisCert, KeyFile: *f.redisKey, SkipHostname: skip}
 	return nil
 }
 
@@ -77,8 +72,9 @@ func (f serveFlags) xdsSettings() (*xdsSettings, error) {
 	get := f.getenv
 	x := &xdsSettings{server: *f.xdsServer, nodeID: *f.xdsNode, initial: xds.DefaultBackoffInitial, max: xds.DefaultBackoffMax,
 		metadata: xds.ParseMetadata(get("CONFIG_GRPC_XDS_NODE_METADATA")),
-		tlsCA:    get("CONFIG_GRPC_XDS_SERVER_TLS_CACERT"), tlsSAN: get("CONFIG_GRPC_XDS_SERVER_TLS_SAN"),
-		tlsCert: get("CONFIG_GRPC_XDS_CLIENT_TLS_CERT"), tlsKey: get("CONFIG_GRPC_XDS_CLIENT_TLS_KEY")}
+		tlsSAN:   get("CONFIG_GRPC_XDS_SERVER_TLS_SAN"),
+		tls: tlsfiles.Client{CAFile: get("CONFIG_GRPC_XDS_SERVER_TLS_CACERT"),
+			CertFile: get("CONFIG_GRPC_XDS_CLIENT_TLS_CERT"), KeyFile: get("CONFIG_GRPC_XDS_CLIENT_TLS_KEY")}}
 	var err error
 	for _, d := range []struct {
 		env string
@@ -121,43 +117,26 @@ func (x *xdsSettings) clientOptions() ([]xds.Option, error) {
 		return opts, nil
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: x.tlsSAN}
-	if x.tlsCA != "" {
-		pem, err := os.ReadFile(x.tlsCA)
-		if err != nil {
-			return nil, fmt.Errorf("CONFIG_GRPC_XDS_SERVER_TLS_CACERT: %v", err)
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("CONFIG_GRPC_XDS_SERVER_TLS_CACERT %s: no PEM certificate", x.tlsCA)
-		}
-	}
-	if x.tlsCert != "" || x.tlsKey != "" {
-		pair, err := tls.LoadX509KeyPair(x.tlsCert, x.tlsKey)
-		if err != nil {
-			return nil, fmt.Errorf("CONFIG_GRPC_XDS_CLIENT_TLS_CERT, _KEY: %v", err)
-		}
-		tc.Certificates = []tls.Certificate{pair}
+	if err := x.tls.Apply(tc); err != nil {
+		return nil, fmt.Errorf("xds TLS (CONFIG_GRPC_XDS_SERVER_TLS_CACERT, CONFIG_GRPC_XDS_CLIENT_TLS_CERT, _KEY): %w", err)
 	}
 	return append(opts, xds.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(tc)))), nil
 }
 
-// tlsOptions are the server's TLS options for st.
-func (st settings) tlsOptions(svc *service) ([]server.Option, error) {
-	if st.tls.CertFile == "" {
-		return nil, nil
+// tlsOptions are the server's TLS options for st: none when no TLS file
+// is given; server.New checks the files.
+func (st settings) tlsOptions() []server.Option {
+	if !st.tls.Given() {
+		return nil
 	}
-	tc, err := server.ReloadingTLS(st.tls, svc.log)
-	if err != nil {
-		return nil, err
-	}
-	var opts []server.Option
+	var on server.TLSServers
 	if st.tlsGRPC {
-		opts = append(opts, server.WithGRPCTLS(tc))
+		on |= server.TLSGRPC
 	}
 	if st.tlsHTTP {
-		opts = append(opts, server.WithHTTPTLS(tc))
+		on |= server.TLSHTTP
 	}
-	return opts, nil
+	return []server.Option{server.WithTLS(st.tls, on)}
 }
 
 // startXDS makes the xDS client that keeps the server's Envoy domains,

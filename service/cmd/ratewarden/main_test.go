@@ -24,7 +24,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratewarden/ratewarden/internal/testredis"
-	"github.com/ratewarden/ratewarden/service/server"
+	"github.com/ratewarden/ratewarden/service/server/api"
 )
 
 func TestMain(m *testing.M) {
@@ -284,11 +284,11 @@ func TestParseArgs(t *testing.T) {
 
 // checkServer answers /v1/check like a ratewarden server: allowed unless
 // the key is "deny". It records the requests it got.
-func checkServer(t *testing.T) (*httptest.Server, *[]server.CheckRequest) {
+func checkServer(t *testing.T) (*httptest.Server, *[]api.CheckRequest) {
 	var mu sync.Mutex
-	var got []server.CheckRequest
+	var got []api.CheckRequest
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req server.CheckRequest
+		var req api.CheckRequest
 		if r.URL.Path != "/v1/check" || json.NewDecoder(r.Body).Decode(&req) != nil {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
@@ -296,7 +296,7 @@ func checkServer(t *testing.T) (*httptest.Server, *[]server.CheckRequest) {
 		mu.Lock()
 		got = append(got, req)
 		mu.Unlock()
-		_ = json.NewEncoder(w).Encode(server.Decision{Allowed: req.Key != "deny"})
+		_ = json.NewEncoder(w).Encode(api.Decision{Allowed: req.Key != "deny"})
 	}))
 	t.Cleanup(ts.Close)
 	return ts, &got

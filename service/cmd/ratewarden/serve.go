@@ -16,11 +16,16 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/redisstore"
 	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
 	"github.com/ratewarden/ratewarden/service/internal/gctune"
+	"github.com/ratewarden/ratewarden/service/internal/tlsfiles"
 	"github.com/ratewarden/ratewarden/service/server"
+	"github.com/ratewarden/ratewarden/service/server/api"
+	"github.com/ratewarden/ratewarden/service/server/decide"
+	"github.com/ratewarden/ratewarden/service/server/rls"
 )
 
 // defaultConfig is used when no --config is given: one policy for the HTTP
@@ -117,7 +122,7 @@ func newServeFlags(getenv func(string) string) (*flag.FlagSet, serveFlags) {
 		cfgPaths:        envFlag(fs, getenv, "config", "RATEWARDEN_CONFIG", "", "config files or directories, comma-separated (default: built-in, one policy)"),
 		redisURL:        envFlag(fs, getenv, "redis", "RATEWARDEN_REDIS_URL", "", "Redis URL (redis://host:6379, redis://h1:7000,h2:7001 for Cluster, redis-sentinel://s1,s2/master; see docs/operations.md); empty: in-memory, single node"),
 		token:           envFlag(fs, getenv, "api-token", "RATEWARDEN_API_TOKEN", "", "bearer token required by the /v1 HTTP API (prefer the environment variable)"),
-		failure:         envFlag(fs, getenv, "failure-policy", "RATEWARDEN_FAILURE_POLICY", string(config.LocalFallback), "failure policy of limits whose config names none: fail_open, fail_closed, local_fallback"),
+		failure:         envFlag(fs, getenv, "failure-policy", "RATEWARDEN_FAILURE_POLICY", fallback.LocalFallback.String(), "failure policy of limits whose config names none: fail_open, fail_closed, local_fallback"),
 		replicas:        envFlag(fs, getenv, "replicas", "RATEWARDEN_REPLICAS", "1", "number of service replicas sharing the limits (local_fallback's share)"),
 		redisTimeout:    envFlag(fs, getenv, "redis-timeout", "RATEWARDEN_REDIS_TIMEOUT", "50ms", "deadline of each Redis call before the failure policy answers"),
 		leaseSize:       envFlag(fs, getenv, "lease-size", "RATEWARDEN_LEASE_SIZE", "0", "with --redis: units a replica takes from Redis at once for fixed_window and token_bucket limits, admitted locally (lease mode, docs/leases.md: never more than a limit, maybe fewer; for hot keys); 0: off"),
@@ -227,7 +232,7 @@ type settings struct {
 	configPaths        []string // nil: the built-in config
 	redisURL           string   // "": in memory, single node
 	token              string
-	failure            config.FailurePolicy
+	failure            fallback.Policy
 	replicas           int
 	redisTimeout       time.Duration
 	leaseSize          int64  // 0: no leases
@@ -238,12 +243,12 @@ type settings struct {
 	inline             bool
 	maxKeyBytes        int
 	adminAddr          string
-	envoy              server.EnvoyCompat
+	envoy              rls.EnvoyCompat
 	nearRatio          float64
 	xds                *xdsSettings // nil: config from files
-	tls                server.TLSFiles
+	tls                tlsfiles.Server
 	tlsGRPC, tlsHTTP   bool
-	redisTLS           backend.RedisTLS
+	redisTLS           tlsfiles.Client
 	peerIgnored        []string         // envoyproxy/ratelimit variables set that change nothing
 	tracing            *tracingSettings // nil: off
 	secrets            [][]byte         // nil: the server's random secret
@@ -266,7 +271,7 @@ func (f serveFlags) settings() (settings, error) {
 		return st, fmt.Errorf("--log-format %q: want text or json", *f.logFormat)
 	}
 	var err error
-	if st.failure, err = config.ParseFailurePolicy(*f.failure); err != nil {
+	if st.failure, err = fallback.ParsePolicy(*f.failure); err != nil {
 		return st, fmt.Errorf("--failure-policy: %w", err)
 	}
 	if st.replicas, err = strconv.Atoi(*f.replicas); err != nil || st.replicas < 1 {
@@ -324,8 +329,8 @@ func (f serveFlags) reservationSecrets() ([][]byte, error) {
 	}
 	var out [][]byte
 	for i, sec := range strings.Split(*f.secret, ",") {
-		if len(sec) < server.MinSecretBytes {
-			return nil, fmt.Errorf("--reservation-secret: secret %d of %d is %d bytes, want at least %d (32 random bytes, base64-encoded, say)", i+1, strings.Count(*f.secret, ",")+1, len(sec), server.MinSecretBytes)
+		if len(sec) < api.MinSecretBytes {
+			return nil, fmt.Errorf("--reservation-secret: secret %d of %d is %d bytes, want at least %d (32 random bytes, base64-encoded, say)", i+1, strings.Count(*f.secret, ",")+1, len(sec), api.MinSecretBytes)
 		}
 		out = append(out, []byte(sec))
 	}
@@ -338,9 +343,9 @@ func (f serveFlags) envoyCompat(st *settings) error {
 	switch *f.rlsHeaders {
 	case "ratewarden":
 	case "envoy":
-		e.Headers = server.RLSHeadersEnvoy
+		e.Headers = rls.HeadersEnvoy
 	case "none":
-		e.Headers = server.RLSHeadersNone
+		e.Headers = rls.HeadersNone
 	default:
 		return fmt.Errorf("--rls-headers %q: want ratewarden, envoy or none", *f.rlsHeaders)
 	}
@@ -428,11 +433,7 @@ func wire(st settings, stderr io.Writer) (*service, error) {
 	if st.secrets != nil {
 		opts = append(opts, server.WithReservationSecrets(st.secrets...))
 	}
-	tlsOpts, err := st.tlsOptions(svc)
-	if err != nil {
-		return nil, err
-	}
-	opts = append(opts, tlsOpts...)
+	opts = append(opts, st.tlsOptions()...)
 	if st.tracing != nil {
 		tp, err := st.tracing.provider(context.Background())
 		if err != nil {
@@ -481,7 +482,7 @@ func newLogger(st settings, w io.Writer) *slog.Logger {
 }
 
 // newBackend is the in-memory backend without a Redis URL, else Redis.
-func newBackend(st settings, log *slog.Logger) (server.Backend, func(), error) {
+func newBackend(st settings, log *slog.Logger) (decide.Backend, func(), error) {
 	if st.redisURL == "" {
 		m, err := backend.NewMemory(st.maxKeyBytes)
 		if err != nil {

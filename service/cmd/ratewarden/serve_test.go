@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/testredis"
-	"github.com/ratewarden/ratewarden/service/config"
-	"github.com/ratewarden/ratewarden/service/server"
+	"github.com/ratewarden/ratewarden/service/server/rls"
 )
 
 // parseServe parses serve's arguments with env as the environment and
@@ -32,7 +32,7 @@ func TestServeSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := settings{httpAddr: ":8080", grpcAddr: ":8081", failure: config.LocalFallback, replicas: 1,
+	want := settings{httpAddr: ":8080", grpcAddr: ":8081", failure: fallback.LocalFallback, replicas: 1,
 		redisTimeout: 50 * time.Millisecond, reload: time.Second, grace: 10 * time.Second, logLevel: slog.LevelInfo, maxKeyBytes: 1024,
 		nearRatio: 0.8, tlsGRPC: true, tlsHTTP: true, gcHeadroom: 64 << 20}
 	if !reflect.DeepEqual(st, want) {
@@ -100,7 +100,7 @@ func TestServeEnvoyCompat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := server.EnvoyCompat{Headers: server.RLSHeadersEnvoy, LimitHeader: "X-L", RemainingHeader: "X-R", ResetHeader: "X-T",
+	want := rls.EnvoyCompat{Headers: rls.HeadersEnvoy, LimitHeader: "X-L", RemainingHeader: "X-R", ResetHeader: "X-T",
 		DynamicMetadata: true, ShadowMode: true, QuotaMode: true, MergeDomains: true}
 	if st.envoy != want {
 		t.Errorf("from the peer's variables: %+v, want %+v", st.envoy, want)
@@ -110,10 +110,10 @@ func TestServeEnvoyCompat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.envoy.Headers != server.RLSHeadersNone || st.envoy.ShadowMode || st.envoy.QuotaMode || !st.envoy.MergeDomains {
+	if st.envoy.Headers != rls.HeadersNone || st.envoy.ShadowMode || st.envoy.QuotaMode || !st.envoy.MergeDomains {
 		t.Errorf("ratewarden's flags and variables win: %+v", st.envoy)
 	}
-	if st, err := parseServe(t, map[string]string{"LIMIT_RESPONSE_HEADERS_ENABLED": "false"}); err != nil || st.envoy.Headers != server.RLSHeadersNone {
+	if st, err := parseServe(t, map[string]string{"LIMIT_RESPONSE_HEADERS_ENABLED": "false"}); err != nil || st.envoy.Headers != rls.HeadersNone {
 		t.Errorf("LIMIT_RESPONSE_HEADERS_ENABLED=false: headers %v, %v; want none", st.envoy.Headers, err)
 	}
 	for _, args := range [][]string{{"--rls-headers", "peer"}, {"--merge-domains=perhaps"}, {"--shadow-mode=2"}} {
@@ -158,7 +158,7 @@ func TestLeaseGiveBackWarning(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		store, err := be.Store(config.FailClosed)
+		store, err := be.Store(fallback.FailClosed)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/service/demo/checkonly"
-	"github.com/ratewarden/ratewarden/service/server"
+	"github.com/ratewarden/ratewarden/service/server/api"
 )
 
 // Store is a client of one ratewarden server's HTTP API. It only checks
@@ -52,8 +52,8 @@ func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewa
 		path = "/v1/peek"
 	}
 	cost := req.Cost
-	var d server.Decision
-	if err := s.post(ctx, path, server.CheckRequest{Key: req.Key, Limit: l.String(), Cost: &cost}, &d); err != nil {
+	var d api.Decision
+	if err := s.post(ctx, path, api.CheckRequest{Key: req.Key, Limit: l.String(), Cost: &cost}, &d); err != nil {
 		return err
 	}
 	res[0] = ratewarden.Result{
@@ -70,7 +70,7 @@ func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewa
 // Reset implements ratewarden.Store.
 func (s *Store) Reset(ctx context.Context, key string, limits ...ratewarden.Limit) error {
 	for _, l := range limits {
-		if err := s.post(ctx, "/v1/reset", server.ResetRequest{Key: key, Limit: l.String()}, nil); err != nil {
+		if err := s.post(ctx, "/v1/reset", api.ResetRequest{Key: key, Limit: l.String()}, nil); err != nil {
 			return err
 		}
 	}

@@ -38,9 +38,12 @@ const (
 // when the fleet closes.
 const ShutdownGrace = 5 * time.Second
 
-// Option configures Start.
+// Option configures Start. Options only record their value; Start
+// validates what they collected and fails with an error wrapping
+// ratewarden.ErrInvalidConfig that names the setting.
 type Option func(*config)
 
+// config is what the options of Start collect.
 type config struct{ idle int }
 
 // WithIdleConns keeps up to n idle proxy connections per replica (the
@@ -75,9 +78,9 @@ func LimiterKey(apiKey string) (string, error) {
 // stores stay the caller's.
 func Start(limit ratewarden.Limit, stores []ratewarden.Store, opts ...Option) (*Fleet, error) {
 	c := config{idle: 16}
-	for _, o := range opts {
+	for i, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("fleet: nil Option: %w", ratewarden.ErrInvalidConfig)
+			return nil, fmt.Errorf("fleet: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
 		}
 		o(&c)
 	}

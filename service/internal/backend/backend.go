@@ -6,12 +6,9 @@ package backend
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -21,7 +18,7 @@ import (
 	"github.com/ratewarden/ratewarden/lease"
 	"github.com/ratewarden/ratewarden/memstore"
 	"github.com/ratewarden/ratewarden/redisstore"
-	"github.com/ratewarden/ratewarden/service/config"
+	"github.com/ratewarden/ratewarden/service/internal/tlsfiles"
 	"github.com/ratewarden/ratewarden/stack"
 )
 
@@ -51,13 +48,13 @@ func NewMemory(maxKeyBytes int) (*Memory, error) {
 func StoreKeyBytes(maxKeyBytes int) int { return 3*maxKeyBytes + 1024 }
 
 // Store returns the in-memory store.
-func (m *Memory) Store(config.FailurePolicy) (ratewarden.Store, error) { return m.st, nil }
+func (m *Memory) Store(fallback.Policy) (ratewarden.Store, error) { return m.st, nil }
 
 // Ready is always nil: the store is in process.
-func (m *Memory) Ready(context.Context, config.FailurePolicy) error { return nil }
+func (m *Memory) Ready(context.Context, fallback.Policy) error { return nil }
 
 // Breakers is nil: there is no breaker.
-func (m *Memory) Breakers() map[config.FailurePolicy]int { return nil }
+func (m *Memory) Breakers() map[fallback.Policy]fallback.State { return nil }
 
 // Close releases the store.
 func (m *Memory) Close() error { return m.st.Close() }
@@ -70,11 +67,18 @@ func (m *Memory) Close() error { return m.st.Close() }
 type Redis struct {
 	client rueidis.Client
 	stack  *stack.Stack
-	fronts map[config.FailurePolicy]*stack.Front // all built by NewRedis
+	fronts map[fallback.Policy]*stack.Front // all built by NewRedis
 }
 
-type redisOptions struct {
-	tls      RedisTLS
+// Option configures a Redis backend. Options only record their value;
+// NewRedis validates what they collected and fails with an error wrapping
+// ratewarden.ErrInvalidConfig that names the setting. When an option is
+// given twice, the last one counts.
+type Option func(*config)
+
+// config is what the options of NewRedis collect.
+type config struct {
+	tls      tlsfiles.Client
 	timeout  time.Duration
 	replicas int
 	probe    time.Duration
@@ -82,95 +86,37 @@ type redisOptions struct {
 	leases   int64
 }
 
-// Option configures a Redis backend.
-type Option func(*redisOptions)
-
 // WithTimeout bounds each Redis call (fallback's deadline); default
 // fallback.DefaultTimeout.
-func WithTimeout(d time.Duration) Option { return func(o *redisOptions) { o.timeout = d } }
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // WithReplicas is the number of service replicas sharing the limits, for
 // local_fallback's per-replica share; default 1.
-func WithReplicas(n int) Option { return func(o *redisOptions) { o.replicas = n } }
+func WithReplicas(n int) Option { return func(c *config) { c.replicas = n } }
 
 // WithProbeInterval is how long an open breaker waits before probing Redis
 // again; default fallback.DefaultProbeInterval.
-func WithProbeInterval(d time.Duration) Option { return func(o *redisOptions) { o.probe = d } }
+func WithProbeInterval(d time.Duration) Option { return func(c *config) { c.probe = d } }
 
-// RedisTLS are the files of a rediss:// connection's TLS, beyond what
-// the URL grammar says (redisstore.ParseURL has no parameters for them).
-type RedisTLS struct {
-	// CAFile (PEM) replaces the system roots for the server's
-	// certificate.
-	CAFile string
-	// CertFile and KeyFile (PEM) are a client certificate for Redis'
-	// tls-auth-clients.
-	CertFile, KeyFile string
-	// SkipHostname verifies the server's chain but not its name
-	// (envoyproxy/ratelimit's REDIS_TLS_SKIP_HOSTNAME_VERIFICATION).
-	SkipHostname bool
-}
+// WithTLS sets a rediss:// connection's CA and client certificate, beyond
+// what the URL grammar says (redisstore.ParseURL has no parameters for
+// them); for Sentinel, the sentinels' connections too.
+func WithTLS(f tlsfiles.Client) Option { return func(c *config) { c.tls = f } }
 
-func (t RedisTLS) given() bool {
-	return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.SkipHostname
-}
-
-// WithTLS sets a rediss:// connection's CA and client certificate.
-func WithTLS(t RedisTLS) Option { return func(o *redisOptions) { o.tls = t } }
-
-// applyTLS puts t's files into the TLS configuration ParseURL made
-// (nil unless rediss://), for Redis and, for Sentinel, the sentinels.
-func applyTLS(copt *rueidis.ClientOption, t RedisTLS) error {
-	if !t.given() {
+// applyTLS puts f's files into the TLS configuration ParseURL made (nil
+// unless rediss://), for Redis and, for Sentinel, the sentinels.
+func applyTLS(copt *rueidis.ClientOption, f tlsfiles.Client) error {
+	if !f.Given() {
 		return nil
 	}
 	if copt.TLSConfig == nil {
 		return fmt.Errorf("backend: redis: a CA or client certificate needs TLS (rediss:// or rediss-sentinel://): %w", ratewarden.ErrInvalidConfig)
 	}
-	tc := copt.TLSConfig
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return fmt.Errorf("backend: redis CA: %v: %w", err, ratewarden.ErrInvalidConfig)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("backend: redis CA %s: no PEM certificate: %w", t.CAFile, ratewarden.ErrInvalidConfig)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		pair, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return fmt.Errorf("backend: redis client certificate: %v: %w", err, ratewarden.ErrInvalidConfig)
-		}
-		tc.Certificates = []tls.Certificate{pair}
-	}
-	if t.SkipHostname {
-		roots := tc.RootCAs
-		tc.InsecureSkipVerify = true
-		tc.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
-			certs := make([]*x509.Certificate, len(raw))
-			for i, b := range raw {
-				c, err := x509.ParseCertificate(b)
-				if err != nil {
-					return err
-				}
-				certs[i] = c
-			}
-			if len(certs) == 0 {
-				return errors.New("backend: redis: no server certificate")
-			}
-			inter := x509.NewCertPool()
-			for _, c := range certs[1:] {
-				inter.AddCert(c)
-			}
-			_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
-			return err
-		}
+	if err := f.Apply(copt.TLSConfig); err != nil {
+		return fmt.Errorf("backend: redis TLS: %w", err)
 	}
 	if copt.Sentinel.TLSConfig != nil {
-		copt.Sentinel.TLSConfig = tc.Clone()
+		copt.Sentinel.TLSConfig = copt.TLSConfig.Clone()
 	}
 	return nil
 }
@@ -180,10 +126,10 @@ func applyTLS(copt *rueidis.ClientOption, t RedisTLS) error {
 // capacity from Redis n units at a time and admits from it locally, never
 // more than the limit, possibly fewer (docs/leases.md). 0, the default,
 // is off.
-func WithLeaseSize(n int64) Option { return func(o *redisOptions) { o.leases = n } }
+func WithLeaseSize(n int64) Option { return func(c *config) { c.leases = n } }
 
 // WithLogger sets the logger of the breakers.
-func WithLogger(l *slog.Logger) Option { return func(o *redisOptions) { o.logger = l } }
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // NewRedis connects to the Redis at url, in the library's grammar
 // (redisstore.ParseURL), for example:
@@ -198,28 +144,28 @@ func WithLogger(l *slog.Logger) Option { return func(o *redisOptions) { o.logger
 // cannot be reached now. The front of every failure policy is built here,
 // so Store never fails later.
 func NewRedis(url string, opts ...Option) (*Redis, error) {
-	o := redisOptions{timeout: fallback.DefaultTimeout, replicas: 1, probe: fallback.DefaultProbeInterval, logger: slog.Default()}
-	for _, f := range opts {
-		if f == nil {
-			return nil, fmt.Errorf("backend: redis: nil Option: %w", ratewarden.ErrInvalidConfig)
+	c := config{timeout: fallback.DefaultTimeout, replicas: 1, probe: fallback.DefaultProbeInterval, logger: slog.Default()}
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("backend: redis: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
 		}
-		f(&o)
+		o(&c)
 	}
-	if err := o.validate(); err != nil {
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	copt, err := redisstore.ParseURL(url) // its errors never hold the password
 	if err != nil {
 		return nil, fmt.Errorf("backend: redis %s: %w", redisstore.RedactURL(url), err)
 	}
-	if err := applyTLS(&copt, o.tls); err != nil {
+	if err := applyTLS(&copt, c.tls); err != nil {
 		return nil, err
 	}
 	client, err := rueidis.NewClient(copt)
 	if err != nil {
 		return nil, fmt.Errorf("backend: redis %s: %w: %v", redisstore.RedactURL(url), ratewarden.ErrStoreUnavailable, err)
 	}
-	r, err := newRedis(client, o)
+	r, err := newRedis(client, c)
 	if err != nil {
 		client.Close()
 		return nil, err
@@ -228,27 +174,23 @@ func NewRedis(url string, opts ...Option) (*Redis, error) {
 }
 
 // newRedis builds the stack on client and a front per failure policy.
-func newRedis(client rueidis.Client, o redisOptions) (*Redis, error) {
+func newRedis(client rueidis.Client, c config) (*Redis, error) {
 	opts := []stack.Option{stack.WithFallback(
-		fallback.WithTimeout(o.timeout),
-		fallback.WithReplicas(o.replicas),
-		fallback.WithProbeInterval(o.probe),
-		fallback.WithLogger(o.logger),
+		fallback.WithTimeout(c.timeout),
+		fallback.WithReplicas(c.replicas),
+		fallback.WithProbeInterval(c.probe),
+		fallback.WithLogger(c.logger),
 	)}
-	if o.leases > 0 {
-		opts = append(opts, stack.WithLeases(lease.WithSize(o.leases)))
+	if c.leases > 0 {
+		opts = append(opts, stack.WithLeases(lease.WithSize(c.leases)))
 	}
 	st, err := stack.New(client, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("backend: redis stack: %w", err)
 	}
-	r := &Redis{client: client, stack: st, fronts: make(map[config.FailurePolicy]*stack.Front, len(config.FailurePolicies))}
-	for _, fp := range config.FailurePolicies {
-		p, err := fallback.ParsePolicy(string(fp))
-		if err != nil {
-			return nil, fmt.Errorf("backend: redis %s front: %w", fp, err)
-		}
-		f, err := st.NewFront(fallback.WithPolicy(p), fallback.WithName("redis/"+string(fp)))
+	r := &Redis{client: client, stack: st, fronts: map[fallback.Policy]*stack.Front{}}
+	for fp := fallback.FailOpen; fp <= fallback.LocalFallback; fp++ { // every policy
+		f, err := st.NewFront(fallback.WithPolicy(fp), fallback.WithName("redis/"+fp.String()))
 		if err != nil {
 			return nil, fmt.Errorf("backend: redis %s front: %w", fp, err)
 		}
@@ -257,19 +199,20 @@ func newRedis(client rueidis.Client, o redisOptions) (*Redis, error) {
 	return r, nil
 }
 
-func (o *redisOptions) validate() error {
+// validate names the first setting out of its range.
+func (c *config) validate() error {
 	var msg string
 	switch {
-	case o.timeout <= 0:
-		msg = fmt.Sprintf("timeout must be > 0, got %v", o.timeout)
-	case o.replicas < 1:
-		msg = fmt.Sprintf("replicas must be >= 1, got %d", o.replicas)
-	case o.probe <= 0:
-		msg = fmt.Sprintf("probe interval must be > 0, got %v", o.probe)
-	case o.logger == nil:
+	case c.timeout <= 0:
+		msg = fmt.Sprintf("timeout must be > 0, got %v", c.timeout)
+	case c.replicas < 1:
+		msg = fmt.Sprintf("replicas must be >= 1, got %d", c.replicas)
+	case c.probe <= 0:
+		msg = fmt.Sprintf("probe interval must be > 0, got %v", c.probe)
+	case c.logger == nil:
 		msg = "logger must not be nil"
-	case o.leases < 0:
-		msg = fmt.Sprintf("lease size must be >= 0, got %d", o.leases)
+	case c.leases < 0:
+		msg = fmt.Sprintf("lease size must be >= 0, got %d", c.leases)
 	default:
 		return nil
 	}
@@ -277,7 +220,7 @@ func (o *redisOptions) validate() error {
 }
 
 // Store returns the front for fp.
-func (r *Redis) Store(fp config.FailurePolicy) (ratewarden.Store, error) {
+func (r *Redis) Store(fp fallback.Policy) (ratewarden.Store, error) {
 	f, err := r.front(fp)
 	if err != nil {
 		return nil, err
@@ -285,7 +228,7 @@ func (r *Redis) Store(fp config.FailurePolicy) (ratewarden.Store, error) {
 	return f, nil
 }
 
-func (r *Redis) front(fp config.FailurePolicy) (*stack.Front, error) {
+func (r *Redis) front(fp fallback.Policy) (*stack.Front, error) {
 	if f := r.fronts[fp]; f != nil {
 		return f, nil
 	}
@@ -294,7 +237,7 @@ func (r *Redis) front(fp config.FailurePolicy) (*stack.Front, error) {
 
 // Ready reports an error while fp's breaker (any of them, on Cluster) is
 // open or Redis does not answer PING.
-func (r *Redis) Ready(ctx context.Context, fp config.FailurePolicy) error {
+func (r *Redis) Ready(ctx context.Context, fp fallback.Policy) error {
 	f, err := r.front(fp)
 	if err != nil {
 		return err
@@ -312,10 +255,10 @@ func (r *Redis) Ready(ctx context.Context, fp config.FailurePolicy) error {
 
 // Breakers reports the breaker state of every failure policy's front (the
 // worst of its breakers, on Cluster).
-func (r *Redis) Breakers() map[config.FailurePolicy]int {
-	out := make(map[config.FailurePolicy]int, len(r.fronts))
+func (r *Redis) Breakers() map[fallback.Policy]fallback.State {
+	out := make(map[fallback.Policy]fallback.State, len(r.fronts))
 	for fp, f := range r.fronts {
-		out[fp] = int(f.State())
+		out[fp] = f.State()
 	}
 	return out
 }

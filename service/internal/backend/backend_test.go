@@ -9,8 +9,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/testredis"
-	"github.com/ratewarden/ratewarden/service/config"
 	"github.com/ratewarden/ratewarden/service/internal/backend"
 	"github.com/ratewarden/ratewarden/stack"
 )
@@ -40,6 +40,7 @@ func TestNewRedisRejectsBadOptions(t *testing.T) {
 		{backend.WithProbeInterval(0), "probe interval must be > 0, got 0s"},
 		{backend.WithLogger(nil), "logger must not be nil"},
 		{backend.WithLeaseSize(-1), "lease size must be >= 0, got -1"},
+		{nil, "option 0 is nil"},
 	} {
 		b, err := backend.NewRedis("redis://"+rs.Addr, tc.opt)
 		if err == nil {
@@ -57,7 +58,7 @@ func TestNewRedisRejectsBadOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	for _, fp := range config.FailurePolicies {
+	for _, fp := range []fallback.Policy{fallback.FailOpen, fallback.FailClosed, fallback.LocalFallback} {
 		if _, err := b.Store(fp); err != nil {
 			t.Errorf("Store(%s): %v", fp, err)
 		}
@@ -100,7 +101,7 @@ func TestClusterGetsABreakerPerPrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	st, err := b.Store(config.FailurePolicy("local_fallback"))
+	st, err := b.Store(fallback.LocalFallback)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestClusterGetsABreakerPerPrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer single.Close()
-	if st, err := single.Store(config.FailurePolicy("local_fallback")); err != nil {
+	if st, err := single.Store(fallback.LocalFallback); err != nil {
 		t.Fatal(err)
 	} else if f, ok := st.(*stack.Front); !ok || len(f.States()) != 1 {
 		t.Errorf("single-node store is %T (%v), want a *stack.Front with one breaker", st, st)
@@ -135,8 +136,8 @@ func TestFrontsShareOneDenyCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	limiter := func(fp string) *ratewarden.Limiter {
-		st, err := b.Store(config.FailurePolicy(fp))
+	limiter := func(fp fallback.Policy) *ratewarden.Limiter {
+		st, err := b.Store(fp)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +147,7 @@ func TestFrontsShareOneDenyCache(t *testing.T) {
 		}
 		return l
 	}
-	open, closed := limiter("fail_open"), limiter("fail_closed")
+	open, closed := limiter(fallback.FailOpen), limiter(fallback.FailClosed)
 	hourly := ratewarden.Limit{Algorithm: ratewarden.FixedWindow, Rate: 1, Period: time.Hour}
 	for i, want := range []bool{true, false} {
 		if r, err := open.Allow(t.Context(), "shared", hourly); err != nil || r.Allowed != want || r.Source != ratewarden.SourceStore {
@@ -156,7 +157,7 @@ func TestFrontsShareOneDenyCache(t *testing.T) {
 	if r, err := closed.Allow(t.Context(), "shared", hourly); err != nil || r.Allowed || r.Source != ratewarden.SourceCache {
 		t.Errorf("fail_closed after fail_open's denial: %+v, %v; want the deny cache's denial", r, err)
 	}
-	if got := b.Breakers(); len(got) != len(config.FailurePolicies) {
+	if got := b.Breakers(); len(got) != 3 {
 		t.Errorf("Breakers() = %v, want one per failure policy", got)
 	}
 }
@@ -176,7 +177,7 @@ func TestLeaseSize(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := b.Store(config.FailClosed)
+		st, err := b.Store(fallback.FailClosed)
 		if err != nil {
 			t.Fatal(err)
 		}
