@@ -1,4 +1,4 @@
-package redisstore
+package redisurl
 
 import (
 	"crypto/tls"
