@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/httplimit/internal/clientip"
 )
 
 // A Policy is one limit as it is advertised to clients: the RateLimit and
@@ -479,7 +480,7 @@ func (m *Middleware) checkProxy(r *http.Request) {
 	if len(r.Header[canonicalForward[c.Header]]) > 0 {
 		return
 	}
-	if peer, ok := parseHop(r.RemoteAddr); ok && c.trusted(peer) {
+	if peer, ok := clientip.ParseHop(r.RemoteAddr); ok && clientip.Trusted(c.TrustedProxies, peer) {
 		if m.noForward.Add(1) == 1 {
 			m.log.LogAttrs(r.Context(), slog.LevelWarn, "httplimit: a request from a trusted proxy carries no "+forwardHeaderNames[c.Header]+" header, so it is keyed by the proxy's address; "+
 				"if the proxy never sends it, every client shares the proxy's budget: make the proxy set the header, or set IPConfig.Header to the one it writes",
