@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/httplimit/internal/statuswriter"
 )
 
 // hold is what an admitted request holds while it is served, under
@@ -113,9 +114,9 @@ func (m *Middleware) drop(r *http.Request, o *outcome) {
 // writes through a recorder, which sees the status.
 func (m *Middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Request, o *outcome) {
 	h := m.hold(r, o, false)
-	var rec *recorder
+	var rec *statuswriter.Recorder
 	if h.resv != nil {
-		w, rec = wrapWriter(w)
+		w, rec = statuswriter.Wrap(w)
 	}
 	returned := false
 	defer func() {
@@ -124,7 +125,7 @@ func (m *Middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		if returned {
 			status = http.StatusOK
 			if rec != nil {
-				status = rec.outcome()
+				status = rec.Outcome()
 			}
 		}
 		h.finish(status)
