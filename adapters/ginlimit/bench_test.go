@@ -19,7 +19,7 @@ import (
 // adapter under WithCountIf and WithMaxInFlight (reserve, settle,
 // acquire, release per request).
 func BenchmarkHandler(b *testing.B) {
-	lots := ratewarden.PerSecond(1_000_000_000)
+	lots := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: 1_000_000_000, Period: time.Second}
 	for _, bc := range []struct {
 		name string
 		opts []httplimit.Option // nil: no limiter

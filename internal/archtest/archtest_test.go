@@ -27,7 +27,8 @@ import (
 const mod = "github.com/ratewarden/ratewarden"
 
 // modules are the directories of the project's modules.
-var modules = []string{".", "service", "bench", "adapters/ginlimit", "adapters/echolimit", "adapters/fiberlimit", "adapters/grpclimit"}
+var modules = []string{".", "service", "bench", "adapters/ginlimit", "adapters/echolimit", "adapters/fiberlimit", "adapters/grpclimit",
+	"service/internal/peerdiff", "service/internal/peerdiff/barerls"}
 
 // The project's packages by role, as docs/architecture.md draws them. A
 // group names packages by their path in the project ("." is the root
