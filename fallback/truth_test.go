@@ -154,7 +154,7 @@ func TestBusyHostNoTrip(t *testing.T) {
 	}
 	job := replicaJob{
 		Addr: srv.Addr, Policy: FailClosed, Callers: 64, Limit: ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Minute}.String(),
-		Start: time.Now().Add(3 * time.Second), Duration: 8 * time.Second, Keys: 1024,
+		Start: time.Now().Add(3 * time.Second), Duration: 4 * time.Second, Keys: 1024,
 	}
 	redisWorst := watchPing(t, srv.Addr, job.Start, job.Start.Add(job.Duration))
 	reps := runReplicasOf(t, bin, 4, job)
@@ -162,7 +162,7 @@ func TestBusyHostNoTrip(t *testing.T) {
 	tot := sum(reps)
 	deg, healthy := healthyDegraded(tot)
 	open := tot.Causes["open"]
-	t.Logf("%d checks in 8s from 4×64 callers beside two busy loops: %d degraded (%d by an open breaker), causes %v, breaker opened %d times; the longest a process went without a CPU: %v; Redis' slowest PING: %v",
+	t.Logf("%d checks in 4s from 4×64 callers beside two busy loops: %d degraded (%d by an open breaker), causes %v, breaker opened %d times; the longest a process went without a CPU: %v; Redis' slowest PING: %v",
 		healthy, deg, open, tot.Causes, tot.Opened, tot.MaxStall, pingWorst)
 	if tot.Errors != 0 {
 		t.Errorf("%d errors to callers, first: %s", tot.Errors, tot.FirstError)
@@ -327,7 +327,7 @@ func TestCancelWhileStopped(t *testing.T) {
 	}
 }
 
-// What 4 replicas admit locally for a key first used during a 5s outage is
+// What 4 replicas admit locally for a key first used during a 3s outage is
 // written back when Redis returns: the total stays at the limit, where
 // without the write-back Redis would admit the limit again. The limit is
 // per hour: a sliding window of a minute would, when the run crosses a
@@ -338,7 +338,7 @@ func TestOutageWriteBack(t *testing.T) {
 	srv := testredis.Start(t)
 	const limit = 1000
 	start := time.Now().Add(3 * time.Second)
-	outage, back := start.Add(700*time.Millisecond), start.Add(5700*time.Millisecond)
+	outage, back := start.Add(700*time.Millisecond), start.Add(3700*time.Millisecond)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		time.Sleep(time.Until(outage))
@@ -356,11 +356,11 @@ func TestOutageWriteBack(t *testing.T) {
 	// about the default grace (5s), which docs/failure.md measures.
 	reps := runReplicas(t, 4, replicaJob{
 		Addr: srv.Addr, Policy: LocalFallback, Replicas: 4, Callers: 16, Limit: ratewarden.PerHour(limit).String(),
-		Start: start, Duration: 14 * time.Second, HotKey: "hot", HotFrom: start.Add(time.Second), Grace: 30 * time.Second,
+		Start: start, Duration: 9 * time.Second, HotKey: "hot", HotFrom: start.Add(time.Second), Grace: 30 * time.Second,
 	})
 	wg.Wait()
 	tot := sum(reps)
-	t.Logf("key first used during a 5s outage: %d admitted by 4 replicas in 13s (limit %d/h); %d units written back; causes %v",
+	t.Logf("key first used during a 3s outage: %d admitted by 4 replicas in 8s (limit %d/h); %d units written back; causes %v",
 		tot.Allowed, limit, tot.Reconciled, tot.Causes)
 	if tot.Errors != 0 {
 		t.Errorf("%d errors to callers, first: %s", tot.Errors, tot.FirstError)

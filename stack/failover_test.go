@@ -167,7 +167,7 @@ const (
 )
 
 // TestClusterFailoverIsolation: a primary of a 3+3 cluster is SIGKILLed
-// under 4 replica processes × 32 callers with the default options but
+// under 4 replica processes × 8 callers with the default options but
 // for a 1s deadline (local_fallback) and cluster-require-full-coverage no (what
 // docs/operations.md recommends for a rate limiter). No breaker of a
 // surviving primary opens and no answer for their keys is degraded; the
@@ -190,7 +190,7 @@ func TestClusterFailoverIsolation(t *testing.T) {
 	}
 	_, owners := clusterKeys(t, cl, 1)
 	victimAddr := owners["client:0"]
-	job := failoverJob{Addrs: cl.Addrs(), Ranges: ranges, Victim: victimAddr, Keys: 2000, Callers: 32, Replicas: 4,
+	job := failoverJob{Addrs: cl.Addrs(), Ranges: ranges, Victim: victimAddr, Keys: 2000, Callers: 8, Replicas: 4,
 		Start: time.Now().Add(3 * time.Second), Max: 30 * time.Second}
 	var healed time.Duration
 	var wg sync.WaitGroup

@@ -81,7 +81,7 @@ func checkFailoverFigures(t *testing.T, promoted, window, maxLatency time.Durati
 	}
 }
 
-// TestFailoverUnderLoad kills a primary while 2 replicas × 32 goroutines
+// TestFailoverUnderLoad kills a primary while 2 replicas × 16 goroutines
 // check keys on every shard through fallback (LocalFallback). Callers must
 // see no error; decisions must come from Redis again once the replica is
 // promoted, from state that survived; the degraded window and the
@@ -90,7 +90,7 @@ func checkFailoverFigures(t *testing.T, promoted, window, maxLatency time.Durati
 func TestFailoverUnderLoad(t *testing.T) {
 	const (
 		replicas   = 2
-		workers    = 32 // per replica
+		workers    = 16 // per replica
 		keysPerSet = 16 // keys per primary
 		limitRate  = 50 // per key per day: no refill to speak of in the test
 	)
