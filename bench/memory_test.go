@@ -19,7 +19,7 @@ func TestMemoryPerKey(t *testing.T) {
 	r := startRedis(t)
 	ctx, cancel := context.WithTimeout(context.Background(), runCap(t, 5*time.Minute))
 	defer cancel()
-	const keys, checks = 20_000, 5
+	const keys, checks = 20_000, 2
 	lim := Limit{Rate: 100, Period: time.Hour}
 	cells, err := MeasureAllMemory(ctx, r, MemoryContenders(checks), MemoryKeys(keys), lim)
 	if err != nil {
