@@ -304,6 +304,9 @@ const killedProbeInterval = 3 * time.Second
 // Acceptance 1, 3, 4 and 6: Redis killed under 64 goroutines, then
 // restarted empty (no data, no scripts).
 func TestRedisKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: replica processes through a killed Redis; make test runs it")
+	}
 	for _, p := range []Policy{FailOpen, LocalFallback, FailClosed} {
 		t.Run(p.String(), func(t *testing.T) {
 			srv := testredis.Start(t)
@@ -402,6 +405,9 @@ func TestRedisScriptCacheFlushed(t *testing.T) {
 // Calls stay bounded by the timeout, goroutines do not pile up, and the
 // breaker closes again when the network heals.
 func TestRedisBlackholed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a black-holed Redis under load; make test runs it")
+	}
 	srv := testredis.Start(t)
 	proxy := testredis.NewProxy(t, srv.Addr)
 	rp := newReplica(t, proxy.Addr, WithPolicy(LocalFallback))
@@ -466,6 +472,9 @@ func TestRedisBlackholed(t *testing.T) {
 // timeout with the policy's answer: FailClosed denies with a RetryAfter,
 // FailOpen allows, both flagged as degraded.
 func TestRedisSlow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a slowed Redis under load; make test runs it")
+	}
 	for _, p := range []Policy{FailClosed, FailOpen, LocalFallback} {
 		t.Run(p.String(), func(t *testing.T) {
 			srv := testredis.Start(t)

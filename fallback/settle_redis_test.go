@@ -53,6 +53,9 @@ func openUntil(t *testing.T, fb *Store) {
 // local share admitted and settled meanwhile: when Redis is back, the
 // journal writes both back, and the count in Redis is the actual costs.
 func TestSettleDuringRedisOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: an outage under load; make test runs it")
+	}
 	srv := testredis.Start(t)
 	rs := openRedisStore(t, srv.Addr)
 	// A deadline a healthy call meets on a busy machine (the test needs

@@ -54,6 +54,9 @@ func healthyDegraded(r *replicaReport) (degraded, total int64) {
 // processes under FailClosed: its callers get the policy's answer, the
 // breaker never opens, and no other key is degraded for it.
 func TestBadKeyStaysItsOwn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: replica processes under load; make test runs it")
+	}
 	srv := testredis.Start(t)
 	lim := ratewarden.Limit{Algorithm: ratewarden.SlidingWindow, Rate: ratewarden.MaxRate, Period: time.Minute}
 	rs := openRedisStore(t, srv.Addr)
@@ -142,6 +145,9 @@ func TestOutOfMemory(t *testing.T) {
 // plainBinary); each measures how late a 10 ms ticker fires at worst, and
 // the test how long Redis takes to answer a PING (every 10 ms) at worst.
 func TestBusyHostNoTrip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 4 replica processes beside two busy loops; make test runs it")
+	}
 	const starved = 4 * DefaultTimeout
 	bin := plainBinary(t)
 	srv := testredis.Start(t)
@@ -335,6 +341,9 @@ func TestCancelWhileStopped(t *testing.T) {
 // minute gone (about 170 more 10s in), which is the approximation's, not
 // the write-back's.
 func TestOutageWriteBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 4 replica processes through a 3 s outage; make test runs it")
+	}
 	srv := testredis.Start(t)
 	const limit = 1000
 	start := time.Now().Add(3 * time.Second)
@@ -381,6 +390,9 @@ func TestOutageWriteBack(t *testing.T) {
 // about 2 timeouts leave the breaker closed; one of 15 is evidence, and
 // opens it.
 func TestOneStallIsOneRoundTrip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: stalls of Redis under load; make test runs it")
+	}
 	srv := testredis.Start(t, "--enable-debug-command", "local")
 	var opened atomic.Int64
 	// A 200ms timeout: stalls of about 2 timeouts leave 3 to spare before

@@ -345,7 +345,7 @@ func TestDifferentialBeyond(t *testing.T) {
 	c := newClient(t, srv.Addr)
 	s, ev := newClockStore(t, c)
 	var st beyondStats
-	for seed := range uint64(400) {
+	for seed := range sequences(400) {
 		runBeyond(t, c, s, ev, seed, 40, &st)
 	}
 	t.Log(&st)
@@ -366,7 +366,7 @@ func TestDifferentialBeyondLongForms(t *testing.T) {
 	inner := newRueidisEval(c, testClockLua+longForms(t, checkBody))
 	s, ev := clockStore(t, &longCharge{rueidisEval: inner, tb: t})
 	var st beyondStats
-	for seed := range uint64(100) {
+	for seed := range sequences(100) {
 		runBeyond(t, c, s, ev, 20_000+seed, 40, &st)
 	}
 	t.Log(&st)

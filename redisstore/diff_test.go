@@ -18,6 +18,15 @@ import (
 	"github.com/redis/rueidis"
 )
 
+// sequences is how many random sequences a differential test replays: n,
+// or a tenth of it in -short mode (the quick loop; make test runs all).
+func sequences(n uint64) uint64 {
+	if testing.Short() {
+		return max(n/10, 1)
+	}
+	return n
+}
+
 // testClockLua replaces the production clock: now is ARGV[1], the checks
 // start at ARGV[2]. The algorithms are the embedded production text.
 const testClockLua = "local now = tonumber(ARGV[1])\nlocal base = 2\n"
@@ -422,7 +431,7 @@ func TestDifferentialLongForms(t *testing.T) {
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
 	s, ev := clockStore(t, newRueidisEval(c, testClockLua+longForms(t, checkBody)))
-	for seed := range uint64(100) {
+	for seed := range sequences(100) {
 		runDifferential(t, c, s, ev, 5000+seed, 40)
 	}
 }
@@ -436,7 +445,7 @@ func TestDifferentialMixedForms(t *testing.T) {
 	c := newClient(t, srv.Addr)
 	mixed := &eitherEval{a: newRueidisEval(c, testClockLua+checkBody), b: newRueidisEval(c, testClockLua+longForms(t, checkBody)), r: rand.New(rand.NewPCG(7, 7))}
 	s, ev := clockStore(t, mixed)
-	for seed := range uint64(100) {
+	for seed := range sequences(100) {
 		runDifferential(t, c, s, ev, 9000+seed, 40)
 	}
 }
@@ -446,8 +455,8 @@ func TestDifferential(t *testing.T) {
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
 	s, ev := newClockStore(t, c)
-	const sequences, steps = 400, 40
-	for seed := range uint64(sequences) {
+	const steps = 40
+	for seed := range sequences(400) {
 		runDifferential(t, c, s, ev, seed, steps)
 	}
 	if keys := do(t, srv, "DBSIZE"); keys == "0" {

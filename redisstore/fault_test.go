@@ -264,6 +264,9 @@ func failoverLoss(t *testing.T, opts ...Option) (lost, acked int64) {
 // the primary's SIGKILL on the promoted replica: none lost in 5 failovers.
 // Without it, the replica may lack the last admissions (logged).
 func TestReplicaAckSurvivesFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a failover with replica acks; make test runs it")
+	}
 	lost, acked := failoverLoss(t)
 	t.Logf("without WithReplicaAck: %d of %d acknowledged admissions missing on the promoted replica", lost, acked)
 	if lost == 0 {

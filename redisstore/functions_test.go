@@ -136,7 +136,7 @@ func TestDifferentialFunctions(t *testing.T) {
 	}
 	s, ev := clockStore(t, inner)
 	before := commandStats(t, srv)
-	for seed := range uint64(200) {
+	for seed := range sequences(200) {
 		runDifferential(t, c, s, ev, 20000+seed, 40)
 	}
 	if m := commandStats(t, srv); m["fcall"]-before["fcall"] < 200 || m["evalsha"] != before["evalsha"] {

@@ -148,7 +148,7 @@ func TestLeaseDifferential(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tally leaseTally
-	for seed := range uint64(300) {
+	for seed := range sequences(300) {
 		runLeaseDifferential(t, c, s, ev, ld, seed, 30, &tally)
 	}
 	gc := redis.NewClient(&redis.Options{Addr: srv.Addr})

@@ -108,6 +108,9 @@ func TestModelLuaRegressions(t *testing.T) {
 // µs until denied are admitted at the full rate, over 10 ms here (a script
 // call per request; memstore and algo run the full simulated second).
 func TestModelLuaSustainedRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a long model run on Redis; make test runs it")
+	}
 	t.Parallel() // the test clock: nothing here depends on timing
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)

@@ -346,6 +346,9 @@ const startIn = 3 * time.Second
 // 100 ms, no Wait returns before its slot, and each admission costs at
 // most 2 script calls.
 func TestProcsWait(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: waiters in 4 processes; make test runs it")
+	}
 	srv, _ := procServer(t)
 	const procs, goroutines, span = 4, 16, 5 * time.Second
 	lim := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 50, Period: time.Second, Burst: 1}
@@ -422,6 +425,9 @@ func maxInWindow(sorted []int64, w int64) int {
 // actual costs. For the exact algorithms, a sliding log and a fixed
 // window (its minute aligned so the run stays inside it).
 func TestProcsSettle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: settlements in 4 processes; make test runs it")
+	}
 	srv, s := procServer(t)
 	l, err := ratewarden.New(s)
 	if err != nil {
@@ -488,6 +494,9 @@ func TestProcsSettle(t *testing.T) {
 // and never more. Then a process holding all 10 permits (ttl 2 s) is
 // SIGKILLed: the parent gets all 10 again within ttl + 1 s.
 func TestProcsPermits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: permits in 4 processes; make test runs it")
+	}
 	srv, s := procServer(t)
 	l, err := ratewarden.New(s)
 	if err != nil {

@@ -123,6 +123,9 @@ func FuzzKey(f *testing.F) {
 }
 
 func TestContextErrors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: waits out deadlines on a stalled Redis; make test runs it")
+	}
 	srv := testredis.Start(t)
 	for name, s := range map[string]*Store{"rueidis": openStore(t, srv.Addr), "go-redis": openGoRedisStore(t, srv.Addr)} {
 		req := &ratewarden.Request{Key: "ctx", Limits: []ratewarden.Limit{ratewarden.PerSecond(5)}, Cost: 1}

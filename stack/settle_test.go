@@ -281,6 +281,9 @@ func TestAcquireThroughStack(t *testing.T) {
 // the actual cost; Acquire holds this replica's share; Wait is paced by
 // the local share.
 func TestStackOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: an outage under load; make test runs it")
+	}
 	srv := testredis.Start(t)
 	st := newStack(t, rueidisClient(t, srv.Addr), stack.WithFallback(fallback.WithTimeout(2*time.Second),
 		fallback.WithTripAfter(1), fallback.WithProbeInterval(100*time.Millisecond), fallback.WithGrace(0), fallback.WithReplicas(2)))

@@ -111,6 +111,9 @@ func TestStartOptions(t *testing.T) {
 // TestPingBounded: Ping against an address that accepts and never
 // answers gives up (within its 5 s), rather than hanging.
 func TestPingBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: waits out bounded pings; make test runs it")
+	}
 	s := start(t)
 	// Longer than Ping waits; the server is killed at the end, paused or not.
 	if _, err := s.Do("CLIENT", "PAUSE", "60000", "ALL"); err != nil {

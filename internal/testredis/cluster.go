@@ -41,6 +41,9 @@ const clusterCap = 2 * redisproc.DefaultStartTimeout
 // packages that share one cluster use NewCluster from TestMain instead.
 func StartCluster(tb testing.TB) *Cluster {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("-short: no Redis Cluster here (a dozen seconds to start); make test starts one")
+	}
 	c, err := NewCluster()
 	if err != nil {
 		tb.Fatalf("%v", err)

@@ -38,6 +38,9 @@ type Sentinel struct {
 // NewSentinel.
 func StartSentinel(tb testing.TB) *Sentinel {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("-short: no Sentinel deployment here; make test starts one")
+	}
 	s, err := NewSentinel()
 	if err != nil {
 		tb.Fatalf("%v", err)

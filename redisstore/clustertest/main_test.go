@@ -34,6 +34,9 @@ var shared struct {
 // Its tests must not kill, pause or reconfigure a node.
 func sharedCluster(tb testing.TB) *testredis.Cluster {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("-short: no Redis Cluster here (a dozen seconds to start); make test starts one")
+	}
 	shared.clusterOnce.Do(func() {
 		start := time.Now()
 		shared.cluster, shared.clusterErr = testredis.NewCluster()
@@ -49,6 +52,9 @@ func sharedCluster(tb testing.TB) *testredis.Cluster {
 // it on first use. Its tests must not kill, pause or reconfigure a node.
 func sharedSentinel(tb testing.TB) *testredis.Sentinel {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("-short: no Sentinel deployment here; make test starts one")
+	}
 	shared.sentinelOnce.Do(func() {
 		start := time.Now()
 		shared.sentinel, shared.sentinelErr = testredis.NewSentinel()

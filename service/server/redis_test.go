@@ -125,6 +125,9 @@ policies:
 // per its failure mode, /readyz and the metrics say so, and when Redis is
 // back the service recovers without a restart.
 func TestRedisOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: an outage of a running service; make test runs it")
+	}
 	rs := testredis.Start(t)
 	// A deadline that a loaded machine (-race, parallel packages) meets:
 	// the outage below is a dead Redis (connection refused), which fails

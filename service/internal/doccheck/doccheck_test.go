@@ -143,6 +143,9 @@ func documents(t *testing.T, root string) []string {
 
 // TestDocs runs every marked block of every document.
 func TestDocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs every program of the docs against Redis; make test runs it")
+	}
 	start := time.Now()
 	root := repoRoot(t)
 	type doc struct {
