@@ -36,12 +36,9 @@ func New(store Store, opts ...Option) (*Limiter, error) {
 	if nilcheck.Is(store) {
 		return nil, fmt.Errorf("ratewarden: store must not be nil%s: %w", nilcheck.Describe(store), ErrInvalidConfig)
 	}
-	var c config
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("ratewarden: option %d is nil: %w", i, ErrInvalidConfig)
-		}
-		o(&c)
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
 	l := &Limiter{store: store, observer: c.observer}
 	if sc, ok := store.(SingleChecker); ok && c.observer == nil { // an Observer takes a slice: the pooled path

@@ -1,11 +1,28 @@
 package ratewarden
 
-// Option configures a Limiter; pass options to New.
+import "fmt"
+
+// Option configures a Limiter; pass options to New. Options only record
+// their value, and New refuses a nil one with ErrInvalidConfig. When an
+// option is given twice, the last one counts.
 type Option func(*config)
 
-// config is what the options of New collect; New validates it.
+// config is what the options of New collect.
 type config struct {
 	observer Observer
+}
+
+// newConfig applies opts to the defaults. Its settings have no rule to
+// validate: any Observer will do, and nil removes it.
+func newConfig(opts []Option) (config, error) {
+	var c config
+	for i, o := range opts {
+		if o == nil {
+			return config{}, fmt.Errorf("ratewarden: option %d is nil: %w", i, ErrInvalidConfig)
+		}
+		o(&c)
+	}
+	return c, nil
 }
 
 // Observer is told of every check a Limiter makes, after the store

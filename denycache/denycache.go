@@ -69,6 +69,7 @@ import (
 
 	"github.com/maypok86/otter/v2"
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/mono"
 	"github.com/ratewarden/ratewarden/internal/nilcheck"
 )
 
@@ -84,7 +85,7 @@ type inner = ratewarden.Store
 // use.
 type Store struct {
 	inner
-	base  time.Time // the clock's reading at New: entries count from it
+	clock mono.Clock // entries count on it, from New
 	cache *otter.Cache[entryKey, entry]
 	gate  *gate // holds back a key's checks at the edge of its limit
 
@@ -104,7 +105,7 @@ type entryKey struct {
 }
 
 // entry is one remembered denial: cost or more is denied for limit until
-// until (nanoseconds on the Store's clock since base).
+// until (nanoseconds on the Store's clock).
 type entry struct {
 	limit      ratewarden.Limit
 	cost       int64
@@ -118,12 +119,38 @@ func (e *entry) covers(l ratewarden.Limit, cost, now int64) bool {
 	return e.limit == l && cost >= e.cost && now < e.until
 }
 
+// Option configures a Store. Options only record their value; New
+// validates the collected configuration and fails with an error wrapping
+// ratewarden.ErrInvalidConfig that names the setting. When an option is
+// given twice, the last one counts.
+type Option func(*config)
+
 type config struct {
 	maxEntries int
 }
 
-// Option configures a Store.
-type Option func(*config)
+// newConfig applies opts to the defaults and validates the result.
+func newConfig(opts []Option) (config, error) {
+	c := config{maxEntries: DefaultMaxEntries}
+	for i, o := range opts {
+		if o == nil {
+			return config{}, fmt.Errorf("denycache: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
+		}
+		o(&c)
+	}
+	if err := c.validate(); err != nil {
+		return config{}, err
+	}
+	return c, nil
+}
+
+// validate reports the first setting out of its range, by name.
+func (c *config) validate() error {
+	if c.maxEntries < 1 {
+		return fmt.Errorf("denycache: max entries must be >= 1, got %d: %w", c.maxEntries, ratewarden.ErrInvalidConfig)
+	}
+	return nil
+}
 
 // WithMaxEntries bounds the number of remembered denials (default
 // DefaultMaxEntries); it must be at least 1.
@@ -134,23 +161,17 @@ func New(in ratewarden.Store, opts ...Option) (*Store, error) {
 	if nilcheck.Is(in) {
 		return nil, fmt.Errorf("denycache: inner store must not be nil%s: %w", nilcheck.Describe(in), ratewarden.ErrInvalidConfig)
 	}
-	c := config{maxEntries: DefaultMaxEntries}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("denycache: nil Option: %w", ratewarden.ErrInvalidConfig)
-		}
-		o(&c)
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
-	if c.maxEntries < 1 {
-		return nil, fmt.Errorf("denycache: max entries must be >= 1, got %d: %w", c.maxEntries, ratewarden.ErrInvalidConfig)
-	}
-	s := &Store{inner: in, base: time.Now(), gate: newGate()}
+	s := &Store{inner: in, clock: mono.New(), gate: newGate()}
 	cache, err := otter.New(&otter.Options[entryKey, entry]{
 		MaximumSize: c.maxEntries,
 		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[entryKey, entry]) time.Duration {
-			return time.Duration(e.Value.until - s.nanos())
+			return time.Duration(e.Value.until - s.clock.Now())
 		}),
-		Clock:    clock{s},
+		Clock:    otterClock{&s.clock},
 		Executor: func(fn func()) { fn() },
 	})
 	if err != nil {
@@ -160,16 +181,13 @@ func New(in ratewarden.Store, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// nanos is the Store's clock in nanoseconds since New (monotonic).
-func (s *Store) nanos() int64 { return int64(time.Since(s.base)) }
+// otterClock is the Store's clock as otter sees it. It never ticks, so
+// otter starts no clean-up goroutine; expired entries are dropped as they
+// are met and by the upkeep that follows writes.
+type otterClock struct{ c *mono.Clock }
 
-// clock is the Store's clock as otter sees it. It never ticks, so otter
-// starts no clean-up goroutine; expired entries are dropped as they are
-// met and by the upkeep that follows writes.
-type clock struct{ s *Store }
-
-func (c clock) NowNano() int64                    { return c.s.nanos() }
-func (clock) Tick(time.Duration) <-chan time.Time { return nil }
+func (c otterClock) NowNano() int64                    { return c.c.Now() }
+func (otterClock) Tick(time.Duration) <-chan time.Time { return nil }
 
 // Len reports the number of remembered denials, including expired ones not
 // yet dropped (an estimate while other calls run).
@@ -217,7 +235,7 @@ func (s *Store) Check(ctx context.Context, req *ratewarden.Request, res []ratewa
 // answer fills res from a remembered denial of k that covers a check of
 // cost under l, if there is one.
 func (s *Store) answer(k entryKey, l ratewarden.Limit, cost int64, res []ratewarden.Result) bool {
-	now := s.nanos()
+	now := s.clock.Now()
 	e, ok := s.cache.GetIfPresent(k)
 	if !ok || !e.covers(l, cost, now) {
 		return false
@@ -236,7 +254,7 @@ func (s *Store) answer(k entryKey, l ratewarden.Limit, cost int64, res []ratewar
 // ask asks the inner store and remembers the denials in its answer.
 func (s *Store) ask(ctx context.Context, req *ratewarden.Request, res []ratewarden.Result) error {
 	t := time.Now()
-	now := int64(t.Sub(s.base))
+	now := s.clock.At(t)
 	s.mu.RLock()
 	gen := s.gen
 	s.mu.RUnlock()

@@ -24,7 +24,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		field string
 	}{
 		{"nil inner", nil, nil, "inner store"},
-		{"nil option", m, []Option{nil}, "nil Option"},
+		{"nil option", m, []Option{WithMaxEntries(5), nil}, "denycache: option 1 is nil"},
 		{"zero entries", m, []Option{WithMaxEntries(0)}, "max entries"},
 		{"negative entries", m, []Option{WithMaxEntries(-5)}, "max entries"},
 	} {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/ratewarden/ratewarden"
 )
@@ -66,7 +65,7 @@ func (s *Store) Charge(ctx context.Context, key string, limits []ratewarden.Limi
 // limits and, unless the cause is the key's bad state, journals it for the
 // primary. cause is why the primary did not take it.
 func (s *Store) chargeLocal(ctx context.Context, key string, limits []ratewarden.Limit, spent []ratewarden.Spent, applied []int64, cause error) error {
-	now := s.since(time.Now())
+	now := s.clock.Now()
 	if applied != nil {
 		clear(applied)
 	}

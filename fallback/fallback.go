@@ -82,6 +82,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/internal/mono"
 	"github.com/ratewarden/ratewarden/internal/nilcheck"
 	"github.com/ratewarden/ratewarden/memstore"
 	"github.com/sony/gobreaker/v2"
@@ -104,7 +105,7 @@ type Store struct {
 	openedAt atomic.Int64 // time.Time.UnixNano of the last change to open
 	events   events
 
-	base       time.Time // the origin of since, on the monotonic clock
+	clock      mono.Clock // the instants (ns) of the journal, the log and the grace
 	rounds     rounds
 	keyStates  keyStates
 	journal    journal // what the primary missed, to write back
@@ -123,7 +124,7 @@ func New(primary ratewarden.Store, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{primary: primary, cfg: cfg, local: cfg.local, base: time.Now()}
+	s := &Store{primary: primary, cfg: cfg, local: cfg.local, clock: mono.New()}
 	if cfg.reconcileKeys > 0 {
 		s.journal.init(cfg.reconcileKeys)
 	}
@@ -147,9 +148,6 @@ func New(primary ratewarden.Store, opts ...Option) (*Store, error) {
 	})
 	return s, nil
 }
-
-// since is t on the Store's own monotonic clock, in nanoseconds.
-func (s *Store) since(t time.Time) int64 { return int64(t.Sub(s.base)) }
 
 func (s *Store) readyToTrip(c gobreaker.Counts) bool {
 	if uint64(c.ConsecutiveFailures) >= uint64(s.cfg.tripAfter) {

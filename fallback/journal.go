@@ -50,7 +50,8 @@ const DefaultReconcileKeys = 10_000
 // maxSpans bounds one entry's spans.
 const maxSpans = 32
 
-// span is units of one sign, dated between lo and hi (since()).
+// span is units of one sign, dated between lo and hi on the Store's
+// clock.
 type span struct {
 	lo, hi int64
 	units  int64 // > 0 charged, < 0 given back; never 0
@@ -124,8 +125,8 @@ func journalKey(key string, limits []ratewarden.Limit) string {
 	return b.String()
 }
 
-// spansOf turns a Charge's spent, made at now (since()), into spans,
-// leaving out reservations given back (see above).
+// spansOf turns a Charge's spent, made at now (the Store's clock), into
+// spans, leaving out reservations given back (see above).
 func spansOf(spent []ratewarden.Spent, now int64) []span {
 	out := make([]span, 0, len(spent))
 	for _, sp := range spent {
@@ -336,9 +337,9 @@ func (j *journal) putBack(entries []*jentry) {
 	j.order = append(kept, j.order...)
 }
 
-// spent is e's spans as a Charge at now (since()) takes them, with the
-// units charged and given back. A span dated after now (a reservation
-// admitted ahead) is charged at now, and one dated more than
+// spent is e's spans as a Charge at now (the Store's clock) takes them,
+// with the units charged and given back. A span dated after now (a
+// reservation admitted ahead) is charged at now, and one dated more than
 // ratewarden.MaxPeriod ago, whose effect has ended for any limit, is left
 // out.
 func (e *jentry) spent(now int64) (spent []ratewarden.Spent, charged, back int64) {

@@ -84,9 +84,9 @@ func defaultConfig() config {
 // newConfig applies opts to the defaults and validates the result.
 func newConfig(opts []Option) (config, error) {
 	cfg := defaultConfig()
-	for _, o := range opts {
+	for i, o := range opts {
 		if o == nil {
-			return config{}, fmt.Errorf("fallback: nil Option: %w", ratewarden.ErrInvalidConfig)
+			return config{}, fmt.Errorf("fallback: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
 		}
 		o(&cfg)
 	}

@@ -70,7 +70,7 @@ func TestBadConfig(t *testing.T) {
 		{WithWindow(time.Millisecond), "fallback: window must be >= 10ms, got 1ms"},
 		{WithLogger(nil), "fallback: logger must not be nil"},
 		{WithLocalStore(nil), "fallback: local store must not be nil"},
-		{nil, "fallback: nil Option"},
+		{nil, "fallback: option 0 is nil"},
 	} {
 		_, err := New(m, tc.opt)
 		if !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {

@@ -38,12 +38,12 @@ const keyStateLogEvery = 10 * time.Second
 type keyStates struct {
 	n        atomic.Int64
 	reported atomic.Int64 // n at the last log line
-	logged   atomic.Int64 // since() of the last log line, 0 for none
+	logged   atomic.Int64 // clock.Now() of the last log line, 0 for none
 }
 
 func (k *keyStates) note(s *Store) {
 	n := k.n.Add(1)
-	now := s.since(time.Now())
+	now := s.clock.Now()
 	last := k.logged.Load()
 	if last != 0 && now-last < int64(keyStateLogEvery) || !k.logged.CompareAndSwap(last, max(now, 1)) {
 		return
@@ -78,7 +78,7 @@ func (s *Store) recordLocal(req *ratewarden.Request, sc *scratch) {
 	for j, i := range sc.idx {
 		limits[j] = req.Limits[i]
 	}
-	at := s.since(time.Now()) + int64(delay)
+	at := s.clock.Now() + int64(delay)
 	s.journal.add(req.Key, limits, span{lo: at, hi: at, units: req.Cost})
 }
 
@@ -99,7 +99,7 @@ func (s *Store) grace() time.Duration { return s.cfg.grace }
 
 // pins holds the keys under grace.
 type pins struct {
-	until atomic.Int64 // since() the grace ends; 0: no key is pinned
+	until atomic.Int64 // clock.Now() when the grace ends; 0: no key is pinned
 	mu    sync.RWMutex
 	keys  map[string]struct{}
 }
@@ -108,7 +108,7 @@ type pins struct {
 // costs one atomic load.
 func (s *Store) pinned(key string) bool {
 	until := s.pins.until.Load()
-	if until == 0 || s.since(time.Now()) >= until {
+	if until == 0 || s.clock.Now() >= until {
 		return false
 	}
 	s.pins.mu.RLock()
@@ -126,7 +126,7 @@ func (s *Store) pin(entries []*jentry) {
 	for _, e := range entries {
 		s.pins.keys[e.key] = struct{}{}
 	}
-	s.pins.until.Store(s.since(time.Now().Add(s.grace())))
+	s.pins.until.Store(s.clock.Now() + int64(s.grace()))
 }
 
 // unpin ends the grace, unless a later recovery extended it: it reports
@@ -134,7 +134,7 @@ func (s *Store) pin(entries []*jentry) {
 func (s *Store) unpin() bool {
 	s.pins.mu.Lock()
 	defer s.pins.mu.Unlock()
-	if until := s.pins.until.Load(); until != 0 && s.since(time.Now()) < until {
+	if until := s.pins.until.Load(); until != 0 && s.clock.Now() < until {
 		return false
 	}
 	s.pins.until.Store(0)
@@ -273,7 +273,7 @@ func (s *Store) reconcile(b batch) []*jentry {
 // charge writes e back in one call and returns its units charged and
 // given back (<= 0).
 func (s *Store) charge(e *jentry) (charged, back int64, err error) {
-	spent, charged, back := e.spent(s.since(time.Now()))
+	spent, charged, back := e.spent(s.clock.Now())
 	if len(spent) == 0 {
 		return 0, 0, nil
 	}

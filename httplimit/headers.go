@@ -77,11 +77,7 @@ func NewRenderer(set HeaderSet, policies ...Policy) *Renderer {
 	r := &Renderer{set: set & allHeaders, quoted: make([]string, len(policies))}
 	var pv strings.Builder
 	for i, p := range policies {
-		name := p.Name
-		if name == "" {
-			name = p.Limit.String()
-		}
-		r.quoted[i] = sfString(name)
+		r.quoted[i] = sfString(p.name())
 		if i > 0 {
 			pv.WriteString(", ")
 		}

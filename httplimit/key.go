@@ -130,13 +130,18 @@ func ClientIP(cfg IPConfig) (KeyFunc, error) {
 	if err != nil {
 		return nil, err
 	}
+	return cfg.keyFunc(), nil
+}
+
+// keyFunc is ClientIP's KeyFunc for c, which validate returned.
+func (c IPConfig) keyFunc() KeyFunc {
 	return func(r *http.Request) (string, error) {
-		a, ok := cfg.clientAddr(r)
+		a, ok := c.clientAddr(r)
 		if !ok {
 			return "", fmt.Errorf("httplimit: request has no IP peer address (RemoteAddr %q): %w", truncate(r.RemoteAddr, 64), ratewarden.ErrInvalidKey)
 		}
-		return cfg.keyOf(a), nil
-	}, nil
+		return c.keyOf(a), nil
+	}
 }
 
 // keyOf formats a client address, grouped by the configured prefix.

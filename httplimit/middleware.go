@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +18,14 @@ type Policy struct {
 	// 64 bytes. Empty means the limit's String form, e.g. "100/1m".
 	Name  string
 	Limit ratewarden.Limit
+}
+
+// name is the policy's name in the headers.
+func (p Policy) name() string {
+	if p.Name == "" {
+		return p.Limit.String()
+	}
+	return p.Name
 }
 
 // A Rule applies a set of policies to the requests it matches: per route
@@ -157,14 +164,8 @@ func New(l *ratewarden.Limiter, opts ...Option) (*Middleware, error) {
 	if l == nil {
 		return nil, fmt.Errorf("httplimit: limiter must not be nil: %w", ratewarden.ErrInvalidConfig)
 	}
-	c := defaults()
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("httplimit: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
-		}
-		o(&c)
-	}
-	if err := c.validate(); err != nil {
+	c, err := newConfig(opts)
+	if err != nil {
 		return nil, err
 	}
 	m := &Middleware{
@@ -179,125 +180,54 @@ func New(l *ratewarden.Limiter, opts ...Option) (*Middleware, error) {
 		onLimit:     c.onLimit,
 		failClosed:  c.failClosed,
 		log:         c.log,
-		ip:          c.ip,
 		countIf:     c.countIf,
 		maxInFlight: c.maxInFlight,
 		inFlightTTL: c.inFlightTTL,
 	}
-	rules := append(c.rules, c.defaultRules...)
-	if len(rules) == 0 {
-		return nil, fmt.Errorf("httplimit: no limits configured (use WithLimits, WithPolicies or WithRule): %w", ratewarden.ErrInvalidConfig)
+	if c.ip != nil {
+		ip, _ := c.ip.validate() // validated: this is the normalized copy
+		m.ip, m.key = &ip, ip.keyFunc()
 	}
-	seen := make(map[string]bool, len(rules))
-	for _, r := range rules {
-		if seen[r.Name] {
-			return nil, fmt.Errorf("httplimit: rule %q given twice: %w", r.Name, ratewarden.ErrInvalidConfig)
-		}
-		seen[r.Name] = true
-		cr, err := compileRule(r, c.headers, c.pkSecret)
-		if err != nil {
-			return nil, err
-		}
-		m.rules = append(m.rules, cr)
+	for _, r := range c.allRules() {
+		m.rules = append(m.rules, compileRule(r, c.headers, c.pkSecret))
 	}
 	m.register(l)
 	return m, nil
 }
 
-func compileRule(r Rule, headers HeaderSet, pkSecret []byte) (rule, error) {
-	switch {
-	case r.Name == "":
-		return rule{}, fmt.Errorf("httplimit: Rule.Name must not be empty: %w", ratewarden.ErrInvalidConfig)
-	case strings.ContainsRune(r.Name, '|'):
-		return rule{}, fmt.Errorf("httplimit: rule %q: Rule.Name must not contain '|' (it separates the rule from the client key): %w", r.Name, ratewarden.ErrInvalidConfig)
-	case (len(r.Plans) == 0) != (r.PlanFunc == nil):
-		return rule{}, fmt.Errorf("httplimit: rule %q: Rule.Plans and Rule.PlanFunc go together: set both or neither: %w", r.Name, ratewarden.ErrInvalidConfig)
-	case len(r.Plans) > 0 && len(r.Policies) > 0:
-		return rule{}, fmt.Errorf("httplimit: rule %q: a rule with Plans takes its policies from them: leave Rule.Policies empty: %w", r.Name, ratewarden.ErrInvalidConfig)
-	case len(r.Plans) == 0 && len(r.Policies) == 0:
-		return rule{}, fmt.Errorf("httplimit: rule %q: Rule.Policies must not be empty: %w", r.Name, ratewarden.ErrInvalidConfig)
-	}
+// compileRule builds the rule r, which validate checked.
+func compileRule(r Rule, headers HeaderSet, pkSecret []byte) rule {
 	cr := rule{Rule: r}
 	cr.Policies, cr.Plans = nil, nil // the compiled plans hold copies; the caller's slices may change
 	if len(r.Plans) == 0 {
-		p, err := compilePlan(fmt.Sprintf("rule %q", r.Name), r.Policies, headers, pkSecret)
-		if err != nil {
-			return rule{}, err
-		}
+		p := compilePlan(r.Policies, headers, pkSecret)
 		p.prefix = r.Name + "|"
 		cr.plans = []*plan{p}
-		return cr, nil
+		return cr
 	}
 	cr.byName = make(map[string]*plan, len(r.Plans))
-	for i, pl := range r.Plans {
-		switch {
-		case pl.Name == "":
-			return rule{}, fmt.Errorf("httplimit: rule %q: Plans[%d].Name must not be empty: %w", r.Name, i, ratewarden.ErrInvalidConfig)
-		case strings.ContainsRune(pl.Name, '|'):
-			return rule{}, fmt.Errorf("httplimit: rule %q: plan %q: Plan.Name must not contain '|': %w", r.Name, pl.Name, ratewarden.ErrInvalidConfig)
-		case cr.byName[pl.Name] != nil:
-			return rule{}, fmt.Errorf("httplimit: rule %q: plan %q given twice: %w", r.Name, pl.Name, ratewarden.ErrInvalidConfig)
-		case len(pl.Policies) == 0:
-			return rule{}, fmt.Errorf("httplimit: rule %q: plan %q: Plan.Policies must not be empty: %w", r.Name, pl.Name, ratewarden.ErrInvalidConfig)
-		}
-		p, err := compilePlan(fmt.Sprintf("rule %q: plan %q", r.Name, pl.Name), pl.Policies, headers, pkSecret)
-		if err != nil {
-			return rule{}, err
-		}
+	for _, pl := range r.Plans {
+		p := compilePlan(pl.Policies, headers, pkSecret)
 		p.name, p.prefix = pl.Name, r.Name+"|"+pl.Name+"|"
 		cr.plans = append(cr.plans, p)
 		cr.byName[pl.Name] = p
 	}
-	return cr, nil
+	return cr
 }
 
-// compilePlan validates one list of policies; where names it in errors.
-func compilePlan(where string, policies []Policy, headers HeaderSet, pkSecret []byte) (*plan, error) {
+// compilePlan builds the plan of policies, which validate checked.
+func compilePlan(policies []Policy, headers HeaderSet, pkSecret []byte) *plan {
 	p := &plan{policies: append([]Policy(nil), policies...)}
-	names := make(map[string]bool, len(policies))
 	for i := range p.policies {
 		pol := &p.policies[i]
-		if err := pol.Limit.Validate(); err != nil {
-			return nil, fmt.Errorf("httplimit: %s: policy %d: %w", where, i, err)
-		}
-		if pol.Name == "" {
-			pol.Name = pol.Limit.String()
-		}
-		if err := validPolicyName(pol.Name); err != nil {
-			return nil, fmt.Errorf("httplimit: %s: policy %d: Policy.Name %w", where, i, err)
-		}
-		if names[pol.Name] {
-			return nil, fmt.Errorf("httplimit: %s: policy name %q given twice: %w", where, pol.Name, ratewarden.ErrInvalidConfig)
-		}
-		names[pol.Name] = true
-		for j := range i {
-			if p.policies[j].Limit.Scope() == pol.Limit.Scope() {
-				return nil, fmt.Errorf("httplimit: %s: policies %d and %d share the scope %s (algorithm and period); give each a different one: %w", where, j, i, pol.Limit.Scope(), ratewarden.ErrInvalidLimit)
-			}
-		}
+		pol.Name = pol.name()
 		p.limits = append(p.limits, pol.Limit)
 	}
 	p.render = NewRenderer(headers, p.policies...)
 	if pkSecret != nil {
-		pr, err := p.render.WithPartitionKey(pkSecret)
-		if err != nil {
-			return nil, err
-		}
-		p.render = pr
+		p.render, _ = p.render.WithPartitionKey(pkSecret) // validate checked the secret's length
 	}
-	return p, nil
-}
-
-func validPolicyName(s string) error {
-	if len(s) > 64 {
-		return fmt.Errorf("must be at most 64 bytes, got %d: %w", len(s), ratewarden.ErrInvalidConfig)
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return fmt.Errorf("%q must be printable ASCII: %w", s, ratewarden.ErrInvalidConfig)
-		}
-	}
-	return nil
+	return p
 }
 
 // Handler returns next wrapped by the limiter.

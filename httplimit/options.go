@@ -4,18 +4,22 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
 )
 
-// An Option configures a Middleware; pass options to New, which
-// validates what they collected.
+// An Option configures a Middleware; pass options to New. Options only
+// record their value; New validates what they collected and fails with
+// an error that names the option or field at fault. When an option is
+// given twice, the last one counts (WithRule adds a rule each time).
 type Option func(*config)
 
 // config is what the options collect, on top of the defaults New starts
-// from; New validates it. A function option given nil is kept as nil, so
-// that New can name it.
+// from; validate checks it. A function option given nil is kept as nil,
+// so that validate can name it.
 type config struct {
 	rules        []Rule
 	defaultRules []Rule // WithLimits and WithPolicies: at most one
@@ -30,8 +34,7 @@ type config struct {
 	failClosed   bool
 	log          *slog.Logger
 	pkSecret     []byte    // WithPartitionKey; nil: no pk
-	ip           *IPConfig // the ClientIP config the proxy checks use; nil: no checks
-	ipErr        error     // WithClientIP's error, reported by validate
+	ip           *IPConfig // WithClientIP's, as given: keys by ClientIP(*ip), with the proxy checks; nil: by key
 	countIf      CountFunc // WithCountIf; nil: every request counts
 	countIfSet   bool      // WithCountIf was given (possibly nil)
 	maxInFlight  int64     // WithMaxInFlight; 0: no cap
@@ -41,10 +44,8 @@ type config struct {
 
 // defaults is the config before any option: see New.
 func defaults() config {
-	key, _ := ClientIP(IPConfig{}) // the zero IPConfig is valid
 	return config{
 		ip:      &IPConfig{},
-		key:     key,
 		cost:    unitCost,
 		skip:    noSkip,
 		headers: DraftHeaders | XRateLimitHeaders,
@@ -58,16 +59,41 @@ func unitCost(*http.Request) (int64, error) { return 1, nil }
 
 func noSkip(*http.Request) bool { return false }
 
-// validate names the first option given a value it cannot use.
+// newConfig applies opts to the defaults and validates the result.
+func newConfig(opts []Option) (config, error) {
+	c := defaults()
+	for i, o := range opts {
+		if o == nil {
+			return config{}, fmt.Errorf("httplimit: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
+		}
+		o(&c)
+	}
+	if err := c.validate(); err != nil {
+		return config{}, err
+	}
+	return c, nil
+}
+
+// validate names the first option given a value it cannot use, and then
+// the first fault of the rules, in the order New tries them.
 func (c *config) validate() error {
-	if c.ipErr != nil {
-		return c.ipErr // WithClientIP: ClientIP's error names the IPConfig field
+	if err := c.validateOptions(); err != nil {
+		return err
+	}
+	return c.validateRules()
+}
+
+func (c *config) validateOptions() error {
+	if c.ip != nil {
+		if _, err := c.ip.validate(); err != nil {
+			return err // WithClientIP: the error names the IPConfig field
+		}
 	}
 	var msg string
 	switch {
 	case len(c.defaultRules) > 1:
 		msg = "WithLimits/WithPolicies/WithLimitFunc given twice"
-	case c.key == nil:
+	case c.ip == nil && c.key == nil:
 		msg = "WithKey: key function must not be nil"
 	case c.cost == nil:
 		msg = "WithCost: cost function must not be nil"
@@ -98,6 +124,104 @@ func (c *config) validate() error {
 		return nil
 	}
 	return fmt.Errorf("httplimit: %s: %w", msg, ratewarden.ErrInvalidConfig)
+}
+
+// allRules is the rules New serves, in the order it tries them: those of
+// WithRule, then the default rule.
+func (c *config) allRules() []Rule {
+	return append(c.rules[:len(c.rules):len(c.rules)], c.defaultRules...)
+}
+
+func (c *config) validateRules() error {
+	rules := c.allRules()
+	if len(rules) == 0 {
+		return fmt.Errorf("httplimit: no limits configured (use WithLimits, WithPolicies or WithRule): %w", ratewarden.ErrInvalidConfig)
+	}
+	seen := make(map[string]bool, len(rules))
+	for _, r := range rules {
+		if seen[r.Name] {
+			return fmt.Errorf("httplimit: rule %q given twice: %w", r.Name, ratewarden.ErrInvalidConfig)
+		}
+		seen[r.Name] = true
+		if err := validateRule(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateRule names the first fault of r: of the rule, of its plans, or
+// of their policies.
+func validateRule(r Rule) error {
+	switch {
+	case r.Name == "":
+		return fmt.Errorf("httplimit: Rule.Name must not be empty: %w", ratewarden.ErrInvalidConfig)
+	case strings.ContainsRune(r.Name, '|'):
+		return fmt.Errorf("httplimit: rule %q: Rule.Name must not contain '|' (it separates the rule from the client key): %w", r.Name, ratewarden.ErrInvalidConfig)
+	case (len(r.Plans) == 0) != (r.PlanFunc == nil):
+		return fmt.Errorf("httplimit: rule %q: Rule.Plans and Rule.PlanFunc go together: set both or neither: %w", r.Name, ratewarden.ErrInvalidConfig)
+	case len(r.Plans) > 0 && len(r.Policies) > 0:
+		return fmt.Errorf("httplimit: rule %q: a rule with Plans takes its policies from them: leave Rule.Policies empty: %w", r.Name, ratewarden.ErrInvalidConfig)
+	case len(r.Plans) == 0 && len(r.Policies) == 0:
+		return fmt.Errorf("httplimit: rule %q: Rule.Policies must not be empty: %w", r.Name, ratewarden.ErrInvalidConfig)
+	case len(r.Plans) == 0:
+		return validatePolicies(fmt.Sprintf("rule %q", r.Name), r.Policies)
+	}
+	plans := make(map[string]bool, len(r.Plans))
+	for i, pl := range r.Plans {
+		switch {
+		case pl.Name == "":
+			return fmt.Errorf("httplimit: rule %q: Plans[%d].Name must not be empty: %w", r.Name, i, ratewarden.ErrInvalidConfig)
+		case strings.ContainsRune(pl.Name, '|'):
+			return fmt.Errorf("httplimit: rule %q: plan %q: Plan.Name must not contain '|': %w", r.Name, pl.Name, ratewarden.ErrInvalidConfig)
+		case plans[pl.Name]:
+			return fmt.Errorf("httplimit: rule %q: plan %q given twice: %w", r.Name, pl.Name, ratewarden.ErrInvalidConfig)
+		case len(pl.Policies) == 0:
+			return fmt.Errorf("httplimit: rule %q: plan %q: Plan.Policies must not be empty: %w", r.Name, pl.Name, ratewarden.ErrInvalidConfig)
+		}
+		plans[pl.Name] = true
+		if err := validatePolicies(fmt.Sprintf("rule %q: plan %q", r.Name, pl.Name), pl.Policies); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validatePolicies names the first fault of one list of policies; where
+// names the list.
+func validatePolicies(where string, policies []Policy) error {
+	names := make(map[string]bool, len(policies))
+	for i, pol := range policies {
+		if err := pol.Limit.Validate(); err != nil {
+			return fmt.Errorf("httplimit: %s: policy %d: %w", where, i, err)
+		}
+		name := pol.name()
+		if err := validPolicyName(name); err != nil {
+			return fmt.Errorf("httplimit: %s: policy %d: Policy.Name %w", where, i, err)
+		}
+		if names[name] {
+			return fmt.Errorf("httplimit: %s: policy name %q given twice: %w", where, name, ratewarden.ErrInvalidConfig)
+		}
+		names[name] = true
+		for j := range i {
+			if policies[j].Limit.Scope() == pol.Limit.Scope() {
+				return fmt.Errorf("httplimit: %s: policies %d and %d share the scope %s (algorithm and period); give each a different one: %w", where, j, i, pol.Limit.Scope(), ratewarden.ErrInvalidLimit)
+			}
+		}
+	}
+	return nil
+}
+
+func validPolicyName(s string) error {
+	if len(s) > 64 {
+		return fmt.Errorf("must be at most 64 bytes, got %d: %w", len(s), ratewarden.ErrInvalidConfig)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return fmt.Errorf("%q must be printable ASCII: %w", s, ratewarden.ErrInvalidConfig)
+		}
+	}
+	return nil
 }
 
 // A CostFunc returns how many units a request consumes (its weight), for
@@ -171,7 +295,7 @@ func WithRule(r Rule) Option {
 // WithClientIP; to key by address with them, use WithClientIP instead of
 // WithKey(ClientIP(cfg)).
 func WithKey(fn KeyFunc) Option {
-	return func(c *config) { c.key, c.ip, c.ipErr = fn, nil, nil }
+	return func(c *config) { c.key, c.ip = fn, nil }
 }
 
 // WithClientIP keys requests by ClientIP(cfg) and checks every request for
@@ -191,9 +315,8 @@ func WithKey(fn KeyFunc) Option {
 //
 // The default key function is WithClientIP(IPConfig{}) with its checks.
 func WithClientIP(cfg IPConfig) Option {
-	fn, err := ClientIP(cfg)
-	cfg, _ = cfg.validate() // as ClientIP uses it; err reports a failure
-	return func(c *config) { c.key, c.ip, c.ipErr = fn, &cfg, err }
+	cfg.TrustedProxies = slices.Clone(cfg.TrustedProxies) // the caller's may change
+	return func(c *config) { c.key, c.ip = nil, &cfg }
 }
 
 // WithPartitionKey adds the draft's partition key (pk) to every RateLimit

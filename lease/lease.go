@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratewarden/ratewarden"
 	"github.com/ratewarden/ratewarden/internal/algo"
+	"github.com/ratewarden/ratewarden/internal/mono"
 	"github.com/ratewarden/ratewarden/redisstore"
 )
 
@@ -36,7 +37,7 @@ type Store struct {
 	size   int64
 	filter func(ratewarden.Limit) bool
 	max    int
-	base   time.Time
+	clock  mono.Clock // the leases' instants (ns) count on it
 
 	mu        sync.RWMutex
 	leases    map[leaseKey]*lease
@@ -79,13 +80,47 @@ type lease struct {
 	shared int64
 }
 
-// Option configures a Store.
+// Option configures a Store. Options only record their value; New
+// validates the collected configuration and fails with an error wrapping
+// ratewarden.ErrInvalidConfig that names the setting. When an option is
+// given twice, the last one counts.
 type Option func(*config)
 
 type config struct {
 	size   int64
 	filter func(ratewarden.Limit) bool
 	max    int
+}
+
+// newConfig applies opts to the defaults and validates the result.
+func newConfig(opts []Option) (config, error) {
+	c := config{size: DefaultSize, filter: func(ratewarden.Limit) bool { return true }, max: DefaultMaxLeases}
+	for i, o := range opts {
+		if o == nil {
+			return config{}, fmt.Errorf("lease: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
+		}
+		o(&c)
+	}
+	if err := c.validate(); err != nil {
+		return config{}, err
+	}
+	return c, nil
+}
+
+// validate reports the first setting out of its range, by name.
+func (c *config) validate() error {
+	var detail string
+	switch {
+	case c.size < 1:
+		detail = fmt.Sprintf("size must be at least 1, got %d", c.size)
+	case c.filter == nil:
+		detail = "filter must not be nil"
+	case c.max < 1:
+		detail = fmt.Sprintf("max leases must be at least 1, got %d", c.max)
+	default:
+		return nil
+	}
+	return fmt.Errorf("lease: %s: %w", detail, ratewarden.ErrInvalidConfig)
 }
 
 // WithSize sets the number of units a lease asks for (default
@@ -114,20 +149,9 @@ func New(store *redisstore.Store, opts ...Option) (*Store, error) {
 	if store == nil {
 		return nil, fmt.Errorf("lease: store must not be nil: %w", ratewarden.ErrInvalidConfig)
 	}
-	c := config{size: DefaultSize, filter: func(ratewarden.Limit) bool { return true }, max: DefaultMaxLeases}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("lease: nil Option: %w", ratewarden.ErrInvalidConfig)
-		}
-		o(&c)
-	}
-	switch {
-	case c.size < 1:
-		return nil, fmt.Errorf("lease: size must be at least 1, got %d: %w", c.size, ratewarden.ErrInvalidConfig)
-	case c.filter == nil:
-		return nil, fmt.Errorf("lease: filter must not be nil: %w", ratewarden.ErrInvalidConfig)
-	case c.max < 1:
-		return nil, fmt.Errorf("lease: max leases must be at least 1, got %d: %w", c.max, ratewarden.ErrInvalidConfig)
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
 	lender, err := redisstore.NewLender(store)
 	if err != nil {
@@ -135,12 +159,9 @@ func New(store *redisstore.Store, opts ...Option) (*Store, error) {
 	}
 	return &Store{
 		inner: store, lender: lender, size: c.size, filter: c.filter, max: c.max,
-		base: time.Now(), leases: make(map[leaseKey]*lease), resetting: make(map[string]int),
+		clock: mono.New(), leases: make(map[leaseKey]*lease), resetting: make(map[string]int),
 	}, nil
 }
-
-// now is the Store's monotonic clock in ns.
-func (l *Store) now() int64 { return int64(time.Since(l.base)) }
 
 // leasable reports whether checks of lim use leases.
 func (l *Store) leasable(lim ratewarden.Limit) bool {
@@ -214,7 +235,7 @@ const evictSample = 32
 // is busy, nothing is dropped and the bound is exceeded by at most the
 // checks in flight. l.mu is held.
 func (l *Store) evict() {
-	now := l.now()
+	now := l.clock.Now()
 	var idle leaseKey
 	var idleLease *lease
 	seen := 0
@@ -289,7 +310,7 @@ func local(d time.Duration) int64 {
 // decide answers req (one leased limit, cost > 0) with ls locked.
 func (l *Store) decide(ctx context.Context, ls *lease, req *ratewarden.Request, r *ratewarden.Result) error {
 	lim := req.Limits[0]
-	now := l.now()
+	now := l.clock.Now()
 	avail := ls.usable(now)
 	if avail >= req.Cost {
 		rem := avail
@@ -430,7 +451,7 @@ func (l *Store) Close(ctx context.Context) error {
 		ls.dead = true
 		n := int64(0)
 		if k.limit.Algorithm == ratewarden.FixedWindow {
-			n = ls.usable(l.now())
+			n = ls.usable(l.clock.Now())
 		}
 		<-ls.lock
 		if n == 0 {

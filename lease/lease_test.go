@@ -39,7 +39,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		want  string
 	}{
 		{"nil store", nil, nil, "store"},
-		{"nil option", s, []Option{nil}, "nil Option"},
+		{"nil option", s, []Option{WithSize(5), nil}, "lease: option 1 is nil"},
 		{"zero size", s, []Option{WithSize(0)}, "size must be at least 1"},
 		{"nil filter", s, []Option{WithFilter(nil)}, "filter"},
 		{"zero max", s, []Option{WithMaxLeases(0)}, "max leases"},

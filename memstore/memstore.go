@@ -195,6 +195,12 @@ func (c *clock) nowMicro() int64 {
 	return b.us
 }
 
+// Option configures a Store. Options only record their value; New
+// validates the collected configuration and fails with an error wrapping
+// ratewarden.ErrInvalidConfig that names the setting. When an option is
+// given twice, the last one counts.
+type Option func(*config)
+
 type config struct {
 	clock       func() time.Time // nil: the store's own clock
 	clockSet    bool
@@ -203,8 +209,38 @@ type config struct {
 	shards      int
 }
 
-// Option configures a Store.
-type Option func(*config)
+// newConfig applies opts to the defaults and validates the result.
+func newConfig(opts []Option) (config, error) {
+	c := config{maxKeys: DefaultMaxKeys, maxKeyBytes: DefaultMaxKeyBytes, shards: DefaultShards}
+	for i, o := range opts {
+		if o == nil {
+			return config{}, fmt.Errorf("memstore: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
+		}
+		o(&c)
+	}
+	if err := c.validate(); err != nil {
+		return config{}, err
+	}
+	return c, nil
+}
+
+// validate reports the first setting out of its range, by name.
+func (c *config) validate() error {
+	var detail string
+	switch {
+	case c.clockSet && c.clock == nil:
+		detail = "clock must not be nil"
+	case c.maxKeys < 1:
+		detail = fmt.Sprintf("max keys must be >= 1, got %d", c.maxKeys)
+	case c.maxKeyBytes < 1:
+		detail = fmt.Sprintf("max key bytes must be >= 1, got %d", c.maxKeyBytes)
+	case c.shards < 1 || c.shards > MaxShards:
+		detail = fmt.Sprintf("shards must be between 1 and %d, got %d", MaxShards, c.shards)
+	default:
+		return nil
+	}
+	return fmt.Errorf("memstore: %s: %w", detail, ratewarden.ErrInvalidConfig)
+}
 
 // WithClock makes the store read the time from now: time as a parameter,
 // for deterministic simulations and replays (a model that sets each
@@ -246,22 +282,9 @@ func WithShards(n int) Option { return func(c *config) { c.shards = n } }
 
 // New returns an empty Store.
 func New(opts ...Option) (*Store, error) {
-	c := config{maxKeys: DefaultMaxKeys, maxKeyBytes: DefaultMaxKeyBytes, shards: DefaultShards}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("memstore: nil Option: %w", ratewarden.ErrInvalidConfig)
-		}
-		o(&c)
-	}
-	switch {
-	case c.clockSet && c.clock == nil:
-		return nil, fmt.Errorf("memstore: clock must not be nil: %w", ratewarden.ErrInvalidConfig)
-	case c.maxKeys < 1:
-		return nil, fmt.Errorf("memstore: max keys must be >= 1, got %d: %w", c.maxKeys, ratewarden.ErrInvalidConfig)
-	case c.maxKeyBytes < 1:
-		return nil, fmt.Errorf("memstore: max key bytes must be >= 1, got %d: %w", c.maxKeyBytes, ratewarden.ErrInvalidConfig)
-	case c.shards < 1 || c.shards > MaxShards:
-		return nil, fmt.Errorf("memstore: shards must be between 1 and %d, got %d: %w", MaxShards, c.shards, ratewarden.ErrInvalidConfig)
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
 	n := 1 << bits.Len(uint(c.shards-1)) // round up to a power of two
 	for n > c.maxKeys {

@@ -22,7 +22,7 @@ func TestNewErrors(t *testing.T) {
 		opts []memstore.Option
 		want string
 	}{
-		{"nil option", []memstore.Option{nil}, "memstore: nil Option"},
+		{"nil option", []memstore.Option{memstore.WithShards(4), nil}, "memstore: option 1 is nil"},
 		{"nil clock", []memstore.Option{memstore.WithClock(nil)}, "memstore: clock must not be nil"},
 		{"zero max keys", []memstore.Option{memstore.WithMaxKeys(0)}, "memstore: max keys must be >= 1, got 0"},
 		{"negative max keys", []memstore.Option{memstore.WithMaxKeys(-5)}, "memstore: max keys must be >= 1, got -5"},

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/mono"
 )
 
 // Micro-batching: the script evaluates a list of checks, so checks that
@@ -58,7 +60,7 @@ type batch struct {
 func newBatcher(ev evaluator, calls *sync.Pool, size, lanes int) *batcher {
 	b := &batcher{ev: ev, calls: calls, size: size, lanes: lanes}
 	b.batches.New = func() any { return new(batch) }
-	b.expiries.base = time.Now()
+	b.expiries.clock = mono.New()
 	return b
 }
 
@@ -233,7 +235,7 @@ func (b *batcher) queued() int {
 // the checks whose deadlines fall in it, where a context.WithDeadline per
 // check would arm one each (a tenth of the client's CPU at 64 callers).
 type expiries struct {
-	base time.Time // the origin of the milliseconds (monotonic)
+	clock mono.Clock // the milliseconds count on it
 
 	mu     sync.Mutex
 	recent [4]expiry // the latest few, most queued checks' deadlines
@@ -241,23 +243,23 @@ type expiries struct {
 }
 
 type expiry struct {
-	ms int64 // since base
+	ms int64 // on clock
 	ch chan struct{}
 }
 
 // at returns a channel closed at d, or up to a millisecond after.
 func (x *expiries) at(d time.Time) <-chan struct{} {
-	ms := (d.Sub(x.base) + time.Millisecond - 1) / time.Millisecond
+	ms := (x.clock.At(d) + int64(time.Millisecond) - 1) / int64(time.Millisecond)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, e := range x.recent {
-		if e.ch != nil && e.ms == int64(ms) {
+		if e.ch != nil && e.ms == ms {
 			return e.ch
 		}
 	}
 	ch := make(chan struct{})
-	time.AfterFunc(time.Until(x.base.Add(ms*time.Millisecond)), func() { close(ch) })
-	x.recent[x.next] = expiry{ms: int64(ms), ch: ch}
+	time.AfterFunc(time.Duration(ms*int64(time.Millisecond)-x.clock.Now()), func() { close(ch) })
+	x.recent[x.next] = expiry{ms: ms, ch: ch}
 	x.next = (x.next + 1) % len(x.recent)
 	return ch
 }

@@ -128,7 +128,7 @@ func TestBatchingQueuedCheckLeavesOnCancel(t *testing.T) {
 	srv := testredis.Start(t)
 	inner := openStore(t, srv.Addr).ev
 	ev := &blockingEval{evaluator: inner, release: make(chan struct{})}
-	s, err := newStore(ev, false, []Option{WithBatchLanes(2), WithBatchSize(8)})
+	s, err := storeOn(ev, WithBatchLanes(2), WithBatchSize(8))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestBatchErrorsReachEveryCheck(t *testing.T) {
 	srv := testredis.Start(t)
 	inner := openStore(t, srv.Addr).ev
 	ev := &blockingEval{evaluator: inner, release: make(chan struct{})}
-	s, err := newStore(ev, false, []Option{WithBatchLanes(1)})
+	s, err := storeOn(ev, WithBatchLanes(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestBatchBadKeyFailsAlone(t *testing.T) {
 	srv := testredis.Start(t)
 	inner := openStore(t, srv.Addr).ev
 	ev := &blockingEval{evaluator: inner, release: make(chan struct{})}
-	s, err := newStore(ev, false, []Option{WithBatchLanes(1)})
+	s, err := storeOn(ev, WithBatchLanes(1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -359,8 +359,8 @@ func TestReservationsBatched(t *testing.T) {
 	c := newClient(t, srv.Addr)
 	lim := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 10, Period: time.Second, Burst: 1}
 	for _, batched := range []bool{true, false} {
-		ev := &atEval{evaluator: newRueidisEval(c, testClockLua+checkBody), now: time.Now().Add(time.Hour).UnixMicro()}
-		s, err := newStore(ev, false, []Option{WithBatching(batched), WithBatchLanes(1)})
+		ev := &atEval{evaluator: newRueidisEval(c, testClockLua+checkBody, evalshaOnly), now: time.Now().Add(time.Hour).UnixMicro()}
+		s, err := storeOn(ev, WithBatching(batched), WithBatchLanes(1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -463,7 +463,7 @@ func keySlot(k string) int {
 // TestPermitKeyLayout: a key's permits share its hash tag, and so its
 // Cluster slot, with its rate limits.
 func TestPermitKeyLayout(t *testing.T) {
-	s, err := newStore(nil, false, nil) // names only: no Redis
+	s, err := storeOn(nil) // names only: no Redis
 	if err != nil {
 		t.Fatal(err)
 	}

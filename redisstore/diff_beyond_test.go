@@ -363,7 +363,7 @@ func TestDifferentialBeyondLongForms(t *testing.T) {
 	t.Parallel() // the test clock: nothing here depends on timing
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
-	inner := newRueidisEval(c, testClockLua+longForms(t, checkBody))
+	inner := newRueidisEval(c, testClockLua+longForms(t, checkBody), evalshaOnly)
 	s, ev := clockStore(t, &longCharge{rueidisEval: inner, tb: t})
 	var st beyondStats
 	for seed := range sequences(100) {
@@ -379,7 +379,7 @@ type longCharge struct {
 }
 
 func (e *longCharge) rescript(body string) evaluator {
-	return newRueidisEval(e.c, testClockLua+longForms(e.tb, body))
+	return newRueidisEval(e.c, testClockLua+longForms(e.tb, body), evalshaOnly)
 }
 
 // TestDifferentialBeyondGoRedis runs sequences through the go-redis

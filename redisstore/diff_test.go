@@ -49,7 +49,7 @@ func (e *atEval) rescript(body string) evaluator {
 	var inner evaluator
 	switch x := e.evaluator.(type) {
 	case *rueidisEval:
-		inner = newRueidisEval(x.c, testClockLua+body)
+		inner = newRueidisEval(x.c, testClockLua+body, evalshaOnly)
 	case *goRedisEval:
 		inner = &goRedisEval{c: x.c, s: redis.NewScript(testClockLua + body)}
 	case *longCharge:
@@ -74,13 +74,13 @@ func (e *sameClock) eval(ctx context.Context, keys, args []string, dst []int64) 
 // newClockStore returns a Store on c whose script takes now from ev.now.
 func newClockStore(tb testing.TB, c rueidis.Client) (*Store, *atEval) {
 	tb.Helper()
-	return clockStore(tb, newRueidisEval(c, testClockLua+checkBody))
+	return clockStore(tb, newRueidisEval(c, testClockLua+checkBody, evalshaOnly))
 }
 
 func clockStore(tb testing.TB, inner evaluator) (*Store, *atEval) {
 	tb.Helper()
 	ev := &atEval{evaluator: inner}
-	s, err := newStore(ev, false, nil)
+	s, err := storeOn(ev)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -430,7 +430,7 @@ func TestDifferentialLongForms(t *testing.T) {
 	t.Parallel() // the test clock: nothing here depends on timing
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
-	s, ev := clockStore(t, newRueidisEval(c, testClockLua+longForms(t, checkBody)))
+	s, ev := clockStore(t, newRueidisEval(c, testClockLua+longForms(t, checkBody), evalshaOnly))
 	for seed := range sequences(100) {
 		runDifferential(t, c, s, ev, 5000+seed, 40)
 	}
@@ -443,7 +443,7 @@ func TestDifferentialMixedForms(t *testing.T) {
 	t.Parallel() // the test clock: nothing here depends on timing
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
-	mixed := &eitherEval{a: newRueidisEval(c, testClockLua+checkBody), b: newRueidisEval(c, testClockLua+longForms(t, checkBody)), r: rand.New(rand.NewPCG(7, 7))}
+	mixed := &eitherEval{a: newRueidisEval(c, testClockLua+checkBody, evalshaOnly), b: newRueidisEval(c, testClockLua+longForms(t, checkBody), evalshaOnly), r: rand.New(rand.NewPCG(7, 7))}
 	s, ev := clockStore(t, mixed)
 	for seed := range sequences(100) {
 		runDifferential(t, c, s, ev, 9000+seed, 40)

@@ -246,7 +246,7 @@ func TestQueuedStoreTimeout(t *testing.T) {
 	inner := openStore(t, srv.Addr).ev
 	ev := &blockingEval{evaluator: inner, release: make(chan struct{})}
 	const timeout = 200 * time.Millisecond
-	s, err := newStore(ev, false, []Option{WithBatchLanes(1), WithTimeout(timeout)})
+	s, err := storeOn(ev, WithBatchLanes(1), WithTimeout(timeout))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,21 +63,27 @@ type replicaAck struct {
 // every one of them has been dialed and proven.
 const calmAfter = 256
 
-func newRueidisEval(c rueidis.Client, script string) *rueidisEval {
-	sum := sha1.Sum([]byte(script))
-	e := &rueidisEval{c: c, script: script, sha: hex.EncodeToString(sum[:])}
-	if c.Mode() != rueidis.ClientModeCluster {
-		// A dedicated connection is bound to one node, and a Cluster's
-		// commands go to the nodes of their keys.
-		e.direct = &directConns{c: c, max: DefaultBatchLanes}
-	}
-	return e
+// evalConfig is what a rueidisEval is built with: the Store's validated
+// settings (config.evalConfig).
+type evalConfig struct {
+	ack       *replicaAck // WithReplicaAck; nil: no WAIT
+	lanes     int         // WithBatchLanes: dedicated connections at most
+	functions bool        // WithFunctions
 }
 
-// useFunctions makes e run its script as a function (WithFunctions) when
-// the script has one (see library).
-func (e *rueidisEval) useFunctions() {
-	e.lib, e.fn, _ = library(e.script)
+func newRueidisEval(c rueidis.Client, script string, ec evalConfig) *rueidisEval {
+	sum := sha1.Sum([]byte(script))
+	e := &rueidisEval{c: c, script: script, sha: hex.EncodeToString(sum[:]), ack: ec.ack}
+	if ec.functions {
+		e.lib, e.fn, _ = library(script) // none when the script has no function
+	}
+	// A dedicated connection is bound to one node, and a Cluster's
+	// commands go to the nodes of their keys; with WAIT, the script and
+	// the WAIT share a pipelined round trip.
+	if c.Mode() != rueidis.ClientModeCluster && e.ack == nil {
+		e.direct = &directConns{c: c, max: int32(ec.lanes)}
+	}
+	return e
 }
 
 // cancelOnly is a context that ends when its parent does but reports no

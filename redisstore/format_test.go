@@ -157,7 +157,7 @@ type longEval struct {
 }
 
 func (e *longEval) rescript(body string) evaluator {
-	return newRueidisEval(e.c, clockLua+longForms(e.tb, body))
+	return newRueidisEval(e.c, clockLua+longForms(e.tb, body), evalshaOnly)
 }
 
 // TestFormsMeetThroughChargeAndLease: state written in the long forms
@@ -166,7 +166,7 @@ func (e *longEval) rescript(body string) evaluator {
 func TestFormsMeetThroughChargeAndLease(t *testing.T) {
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
-	long, err := newStore(&longEval{rueidisEval: newRueidisEval(c, clockLua+longForms(t, checkBody)), tb: t}, false, nil)
+	long, err := storeOn(&longEval{rueidisEval: newRueidisEval(c, clockLua+longForms(t, checkBody), evalshaOnly), tb: t})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,8 +129,7 @@ func TestDifferentialFunctions(t *testing.T) {
 	t.Parallel() // the test clock: nothing here depends on timing
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
-	inner := newRueidisEval(c, testClockLua+checkBody)
-	inner.useFunctions()
+	inner := newRueidisEval(c, testClockLua+checkBody, withFunctions)
 	if inner.fn == "" {
 		t.Fatal("the test-clock check script has no function")
 	}
@@ -163,8 +162,7 @@ func newClientAs(tb testing.TB, addr, user, password string) rueidis.Client {
 // no key expires, however slow the machine.
 func TestFunctionsMemos(t *testing.T) {
 	srv := testredis.Start(t)
-	inner := newRueidisEval(newClient(t, srv.Addr), testClockLua+checkBody)
-	inner.useFunctions()
+	inner := newRueidisEval(newClient(t, srv.Addr), testClockLua+checkBody, withFunctions)
 	if inner.fn == "" {
 		t.Fatal("the test-clock check script has no function")
 	}

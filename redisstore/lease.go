@@ -166,12 +166,9 @@ type rescripter interface {
 }
 
 func (e *rueidisEval) rescript(body string) evaluator {
-	r := newRueidisEval(e.c, clockLua+body)
-	r.ack = e.ack
-	if e.fn != "" {
-		r.useFunctions()
-	}
-	return r
+	// The lender's calls are not batched, so WithBatchLanes does not
+	// bound them: their dedicated connections are the default lanes'.
+	return newRueidisEval(e.c, clockLua+body, evalConfig{ack: e.ack, lanes: DefaultBatchLanes, functions: e.fn != ""})
 }
 
 func (e *goRedisEval) rescript(body string) evaluator {

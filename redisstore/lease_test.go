@@ -218,7 +218,7 @@ func TestNewLenderRefuses(t *testing.T) {
 		t.Errorf("NewLender(nil): %v", err)
 	}
 	srv := testredis.Start(t)
-	s, err := newStore(plainEval{newRueidisEval(newClient(t, srv.Addr), script)}, false, nil)
+	s, err := storeOn(plainEval{newRueidisEval(newClient(t, srv.Addr), script, evalshaOnly)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,22 @@ func newClient(tb testing.TB, addr string) rueidis.Client {
 	return c
 }
 
+// The rueidis evaluators of the tests: New's without and with
+// WithFunctions (no WAIT, the default lanes).
+var (
+	evalshaOnly   = evalConfig{lanes: DefaultBatchLanes}
+	withFunctions = evalConfig{lanes: DefaultBatchLanes, functions: true}
+)
+
+// storeOn makes a Store on ev, with opts validated as New validates them.
+func storeOn(ev evaluator, opts ...Option) (*Store, error) {
+	c, err := newConfig(opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return newStore(ev, false, &c), nil
+}
+
 // openStore makes a production Store on a new client.
 func openStore(tb testing.TB, addr string, opts ...Option) *Store {
 	tb.Helper()

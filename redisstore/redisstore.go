@@ -36,7 +36,10 @@ type Store struct {
 	calls   sync.Pool // *call
 }
 
-// Option configures a Store.
+// Option configures a Store. Options only record their value; New and
+// NewGoRedis validate the collected configuration and fail with an error
+// wrapping ratewarden.ErrInvalidConfig that names the setting. When an
+// option is given twice, the last one counts.
 type Option func(*config)
 
 type config struct {
@@ -47,6 +50,55 @@ type config struct {
 	batching   bool
 	batchSize  int
 	batchLanes int
+	goRedis    bool // the Store is NewGoRedis's, which sends no WAIT
+}
+
+// newConfig applies opts to the defaults and validates the result, for a
+// Store of NewGoRedis when goRedis is true and of New otherwise.
+func newConfig(opts []Option, goRedis bool) (config, error) {
+	c := config{timeout: DefaultTimeout, prefix: DefaultPrefix, batching: true, batchSize: DefaultBatchSize, batchLanes: DefaultBatchLanes, functions: true, goRedis: goRedis}
+	for i, o := range opts {
+		if o == nil {
+			return config{}, fmt.Errorf("redisstore: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
+		}
+		o(&c)
+	}
+	if err := c.validate(); err != nil {
+		return config{}, err
+	}
+	return c, nil
+}
+
+// validate reports the first setting out of its range, by name.
+func (c *config) validate() error {
+	var detail string
+	switch {
+	case strings.ContainsAny(c.prefix, "{}"):
+		detail = fmt.Sprintf("prefix %q must not contain '{' or '}' (they would break the key's hash tag)", c.prefix)
+	case c.batchSize < 1:
+		detail = fmt.Sprintf("batch size must be at least 1, got %d", c.batchSize)
+	case c.batchLanes < 1:
+		detail = fmt.Sprintf("batch lanes must be at least 1, got %d", c.batchLanes)
+	case c.timeout <= 0:
+		detail = fmt.Sprintf("timeout must be > 0, got %v", c.timeout)
+	case c.ack.replicas < 0 || c.ack.replicas > 0 && c.ack.timeout < time.Millisecond:
+		detail = fmt.Sprintf("replica ack needs replicas >= 0 and a timeout >= 1ms, got %d and %v", c.ack.replicas, c.ack.timeout)
+	case c.ack.replicas > 0 && c.goRedis:
+		detail = "WithReplicaAck needs a rueidis client (New)"
+	default:
+		return nil
+	}
+	return fmt.Errorf("redisstore: %s: %w", detail, ratewarden.ErrInvalidConfig)
+}
+
+// evalConfig is what New builds the rueidis evaluator with.
+func (c *config) evalConfig() evalConfig {
+	ec := evalConfig{lanes: c.batchLanes, functions: c.functions}
+	if c.ack.replicas > 0 {
+		ack := c.ack
+		ec.ack = &ack
+	}
+	return ec
 }
 
 // WithPrefix sets the string every key starts with (default "rw:"), to
@@ -140,7 +192,11 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 	if nilcheck.Is(client) {
 		return nil, fmt.Errorf("redisstore: client must not be nil%s: %w", nilcheck.Describe(client), ratewarden.ErrInvalidConfig)
 	}
-	return newStore(newRueidisEval(client, script), client.Mode() == rueidis.ClientModeCluster, opts)
+	c, err := newConfig(opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return newStore(newRueidisEval(client, script, c.evalConfig()), client.Mode() == rueidis.ClientModeCluster, &c), nil
 }
 
 // NewGoRedis returns a Store on an existing go-redis v9 client: a
@@ -154,7 +210,11 @@ func NewGoRedis(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if nilcheck.Is(client) {
 		return nil, fmt.Errorf("redisstore: client must not be nil%s: %w", nilcheck.Describe(client), ratewarden.ErrInvalidConfig)
 	}
-	return newStore(&goRedisEval{c: client, s: redis.NewScript(script)}, isGoRedisSharded(client), opts)
+	c, err := newConfig(opts, true)
+	if err != nil {
+		return nil, err
+	}
+	return newStore(&goRedisEval{c: client, s: redis.NewScript(script)}, isGoRedisSharded(client), &c), nil
 }
 
 // isGoRedisSharded reports whether c spreads keys over several nodes.
@@ -166,49 +226,15 @@ func isGoRedisSharded(c redis.UniversalClient) bool {
 	return false
 }
 
-func newStore(ev evaluator, sharded bool, opts []Option) (*Store, error) {
-	c := config{timeout: DefaultTimeout, prefix: DefaultPrefix, batching: true, batchSize: DefaultBatchSize, batchLanes: DefaultBatchLanes, functions: true}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("redisstore: nil Option: %w", ratewarden.ErrInvalidConfig)
-		}
-		o(&c)
-	}
-	switch {
-	case strings.ContainsAny(c.prefix, "{}"):
-		return nil, fmt.Errorf("redisstore: prefix %q must not contain '{' or '}' (they would break the key's hash tag): %w", c.prefix, ratewarden.ErrInvalidConfig)
-	case c.batchSize < 1:
-		return nil, fmt.Errorf("redisstore: batch size must be at least 1, got %d: %w", c.batchSize, ratewarden.ErrInvalidConfig)
-	case c.batchLanes < 1:
-		return nil, fmt.Errorf("redisstore: batch lanes must be at least 1, got %d: %w", c.batchLanes, ratewarden.ErrInvalidConfig)
-	case c.timeout <= 0:
-		return nil, fmt.Errorf("redisstore: timeout must be > 0, got %v: %w", c.timeout, ratewarden.ErrInvalidConfig)
-	case c.ack.replicas < 0 || c.ack.replicas > 0 && c.ack.timeout < time.Millisecond:
-		return nil, fmt.Errorf("redisstore: replica ack needs replicas >= 0 and a timeout >= 1ms, got %d and %v: %w", c.ack.replicas, c.ack.timeout, ratewarden.ErrInvalidConfig)
-	}
-	if c.ack.replicas > 0 {
-		r, ok := ev.(*rueidisEval)
-		if !ok {
-			return nil, fmt.Errorf("redisstore: WithReplicaAck needs a rueidis client (New): %w", ratewarden.ErrInvalidConfig)
-		}
-		ack := c.ack
-		r.ack = &ack
-		r.direct = nil // WAIT and the script share a pipelined round trip
-	}
-	if r, ok := ev.(*rueidisEval); ok {
-		if r.direct != nil {
-			r.direct.max = int32(c.batchLanes)
-		}
-		if c.functions {
-			r.useFunctions()
-		}
-	}
+// newStore returns a Store deciding with ev, on a client that spreads
+// keys over several nodes when sharded, as c (validated) says.
+func newStore(ev evaluator, sharded bool, c *config) *Store {
 	s := &Store{ev: ev, prefix: c.prefix, timeout: c.timeout}
 	s.calls.New = func() any { return &call{callState: callState{done: make(chan struct{}, 1)}} }
 	if c.batching && !sharded {
 		s.bat = newBatcher(ev, &s.calls, c.batchSize, c.batchLanes)
 	}
-	return s, nil
+	return s
 }
 
 // call holds the buffers of one check's script execution, pooled across

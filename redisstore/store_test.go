@@ -16,6 +16,8 @@ import (
 func TestNewRejectsBadConfig(t *testing.T) {
 	srv := testredis.Start(t)
 	c := newClient(t, srv.Addr)
+	gr := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer gr.Close()
 	for _, tc := range []struct {
 		name string
 		make func() (*Store, error)
@@ -25,7 +27,12 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"nil go-redis client", func() (*Store, error) { return NewGoRedis(nil) }, "client"},
 		{"open brace", func() (*Store, error) { return New(c, WithPrefix("rw{")) }, "prefix"},
 		{"close brace", func() (*Store, error) { return New(c, WithPrefix("}")) }, "prefix"},
-		{"nil option", func() (*Store, error) { return New(c, nil) }, "Option"},
+		{"nil option", func() (*Store, error) { return New(c, WithPrefix("x:"), nil) }, "option 1 is nil"},
+		{"nil option, go-redis", func() (*Store, error) { return NewGoRedis(gr, nil) }, "option 0 is nil"},
+		{"batch size", func() (*Store, error) { return New(c, WithBatchSize(0)) }, "batch size must be at least 1, got 0"},
+		{"batch lanes", func() (*Store, error) { return NewGoRedis(gr, WithBatchLanes(-1)) }, "batch lanes must be at least 1, got -1"},
+		{"replica ack timeout", func() (*Store, error) { return New(c, WithReplicaAck(1, 0)) }, "replica ack needs replicas >= 0 and a timeout >= 1ms, got 1 and 0s"},
+		{"replica ack on go-redis", func() (*Store, error) { return NewGoRedis(gr, WithReplicaAck(1, time.Second)) }, "WithReplicaAck needs a rueidis client (New)"},
 	} {
 		s, err := tc.make()
 		if s != nil || !errors.Is(err, ratewarden.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "redisstore: ") {
@@ -98,7 +105,7 @@ func FuzzKey(f *testing.F) {
 	for _, k := range []string{"user:1", "{", "}", "{}", "#", "#a", "\x00", strings.Repeat("z", 300)} {
 		f.Add(k)
 	}
-	s, err := newStore(nil, false, nil)
+	s, err := storeOn(nil)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -244,11 +251,11 @@ func TestSlot(t *testing.T) {
 			t.Errorf("CLUSTER KEYSLOT x{%s}y = %d, want %d: the pinned value is wrong", key, got, want)
 		}
 	}
-	plain, err := newStore(nil, false, nil)
+	plain, err := storeOn(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := newStore(nil, false, []Option{WithPrefix("app:limits:")})
+	other, err := storeOn(nil, WithPrefix("app:limits:"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +284,7 @@ func TestSlot(t *testing.T) {
 // its largest whole unit or in bare milliseconds, and distinct names for
 // every scope.
 func TestKeyLayout(t *testing.T) {
-	s, err := newStore(nil, false, nil)
+	s, err := storeOn(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

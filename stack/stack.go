@@ -30,7 +30,11 @@ const (
 // slots is the number of Redis Cluster hash slots.
 const slots = 16384
 
-// Option configures a Stack.
+// Option configures a Stack. Options only record their value; New
+// validates the collected configuration and fails with an error wrapping
+// ratewarden.ErrInvalidConfig that names the setting. When an option is
+// given twice, the last one counts (WithRedis, WithLeases and WithFallback
+// add up).
 type Option func(*config)
 
 type config struct {
@@ -165,21 +169,34 @@ func NewGoRedis(client redis.UniversalClient, opts ...Option) (*Stack, error) {
 // newConfig applies opts to the defaults and validates the result.
 func newConfig(opts []Option) (config, error) {
 	c := config{denyCache: DefaultDenyCache, slotGroups: DefaultSlotGroups, refresh: DefaultTopologyRefresh}
-	for _, o := range opts {
+	for i, o := range opts {
 		if o == nil {
-			return config{}, fmt.Errorf("stack: nil Option: %w", ratewarden.ErrInvalidConfig)
+			return config{}, fmt.Errorf("stack: option %d is nil: %w", i, ratewarden.ErrInvalidConfig)
 		}
 		o(&c)
 	}
-	switch {
-	case c.denyCache < 0:
-		return config{}, fmt.Errorf("stack: deny cache size must be >= 0 (0 turns it off), got %d: %w", c.denyCache, ratewarden.ErrInvalidConfig)
-	case c.refresh <= 0:
-		return config{}, fmt.Errorf("stack: topology refresh must be > 0, got %v: %w", c.refresh, ratewarden.ErrInvalidConfig)
-	case c.slotGroups < 1 || c.slotGroups > slots:
-		return config{}, fmt.Errorf("stack: slot groups must be between 1 and %d, got %d: %w", slots, c.slotGroups, ratewarden.ErrInvalidConfig)
+	if err := c.validate(); err != nil {
+		return config{}, err
 	}
 	return c, nil
+}
+
+// validate reports the first setting out of its range, by name. The
+// options passed on to the layers (WithRedis, WithLeases, WithFallback)
+// are validated by the layers' own constructors.
+func (c *config) validate() error {
+	var detail string
+	switch {
+	case c.denyCache < 0:
+		detail = fmt.Sprintf("deny cache size must be >= 0 (0 turns it off), got %d", c.denyCache)
+	case c.refresh <= 0:
+		detail = fmt.Sprintf("topology refresh must be > 0, got %v", c.refresh)
+	case c.slotGroups < 1 || c.slotGroups > slots:
+		detail = fmt.Sprintf("slot groups must be between 1 and %d, got %d", slots, c.slotGroups)
+	default:
+		return nil
+	}
+	return fmt.Errorf("stack: %s: %w", detail, ratewarden.ErrInvalidConfig)
 }
 
 // assemble builds the layers over script, bottom up; topo reads the slot

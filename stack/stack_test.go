@@ -82,7 +82,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}{
 		{"nil rueidis client", func() (*stack.Stack, error) { return stack.New(nilRueidis) }, "stack: client must not be nil"},
 		{"nil go-redis client", func() (*stack.Stack, error) { return stack.NewGoRedis(nilGoRedis) }, "stack: client must not be nil"},
-		{"nil option", func() (*stack.Stack, error) { return stack.New(c, nil) }, "stack: nil Option"},
+		{"nil option", func() (*stack.Stack, error) { return stack.New(c, stack.WithDenyCache(5), nil) }, "stack: option 1 is nil"},
 		{"negative deny cache", func() (*stack.Stack, error) { return stack.New(c, stack.WithDenyCache(-1)) }, "stack: deny cache size"},
 		{"no slot groups", func() (*stack.Stack, error) { return stack.New(c, stack.WithSlotGroups(0)) }, "stack: slot groups"},
 		{"too many slot groups", func() (*stack.Stack, error) { return stack.New(c, stack.WithSlotGroups(16385)) }, "stack: slot groups"},

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
+	"github.com/ratewarden/ratewarden/internal/mono"
 	"github.com/ratewarden/ratewarden/redisstore"
 )
 
@@ -44,10 +45,10 @@ type slotRange struct {
 type topology struct {
 	fetch slotMap
 	every time.Duration
-	base  time.Time
+	clock mono.Clock
 
 	owner   atomic.Pointer[[slots]uint16] // slot -> primary number
-	fetched atomic.Int64                  // since(base) of the last refresh, ns
+	fetched atomic.Int64                  // clock.Now() at the last refresh
 	busy    atomic.Bool                   // a refresh is under way
 
 	mu      sync.Mutex
@@ -58,7 +59,7 @@ type topology struct {
 // number each (what the cluster is taken to look like until the first
 // refresh), and refreshes once, waiting at most a second for it.
 func newTopology(fetch slotMap, every time.Duration, groups int) *topology {
-	t := &topology{fetch: fetch, every: every, base: time.Now(), numbers: map[string]uint16{}}
+	t := &topology{fetch: fetch, every: every, clock: mono.New(), numbers: map[string]uint16{}}
 	var start [slots]uint16
 	for s := range start {
 		start[s] = uint16(s * groups / slots)
@@ -73,7 +74,7 @@ func newTopology(fetch slotMap, every time.Duration, groups int) *topology {
 // partition is the fallback.NewPartitioned function: the number of the
 // primary that serves key's slot. It starts a refresh when the map is due.
 func (t *topology) partition(key string) int {
-	if time.Since(t.base)-time.Duration(t.fetched.Load()) >= t.every && t.busy.CompareAndSwap(false, true) {
+	if time.Duration(t.clock.Now()-t.fetched.Load()) >= t.every && t.busy.CompareAndSwap(false, true) {
 		go func() {
 			defer t.busy.Store(false)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -88,7 +89,7 @@ func (t *topology) partition(key string) int {
 // map it has (the next check past the interval tries again).
 func (t *topology) refresh(ctx context.Context) {
 	ranges, err := t.fetch(ctx)
-	t.fetched.Store(int64(time.Since(t.base)))
+	t.fetched.Store(t.clock.Now())
 	if err != nil || len(ranges) == 0 {
 		return
 	}
