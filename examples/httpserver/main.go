@@ -146,7 +146,7 @@ func handler(log *slog.Logger, lim *ratewarden.Limiter, lims []ratewarden.Limit,
 
 // openStore returns a memstore, or, given a Redis address, the Redis stack
 // with a fallback holding this replica's share of each limit.
-func openStore(log *slog.Logger, redisAddr string, replicas int) (ratewarden.Store, func(), error) {
+func openStore(log *slog.Logger, redisAddr string, replicas int, extra ...fallback.Option) (ratewarden.Store, func(), error) {
 	if redisAddr == "" {
 		st, err := memstore.New()
 		if err != nil {
@@ -158,10 +158,10 @@ func openStore(log *slog.Logger, redisAddr string, replicas int) (ratewarden.Sto
 	if err != nil {
 		return nil, nil, fmt.Errorf("-redis %s: %w", redisAddr, err)
 	}
-	st, err := stack.New(client, stack.WithFallback(
+	st, err := stack.New(client, stack.WithFallback(append([]fallback.Option{
 		fallback.WithPolicy(fallback.LocalFallback),
 		fallback.WithReplicas(replicas),
-		fallback.WithLogger(log)))
+		fallback.WithLogger(log)}, extra...)...))
 	if err != nil {
 		client.Close()
 		return nil, nil, err

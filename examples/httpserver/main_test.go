@@ -4,11 +4,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/ratewarden/ratewarden"
+	"github.com/ratewarden/ratewarden/fallback"
 	"github.com/ratewarden/ratewarden/internal/testredis"
 	"github.com/ratewarden/ratewarden/memstore"
 )
@@ -55,7 +55,9 @@ func TestClientCannotEscapeItsLimit(t *testing.T) {
 // client over its limit is then answered by its deny cache.
 func TestRedisStore(t *testing.T) {
 	srv := testredis.Start(t)
-	st, closeStore, err := openStore(slog.New(slog.DiscardHandler), srv.Addr, 2)
+	// A deadline no busy machine misses: the answers are then Redis' and
+	// the deny cache's, never the failure policy's.
+	st, closeStore, err := openStore(slog.New(slog.DiscardHandler), srv.Addr, 2, fallback.WithTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,28 +67,15 @@ func TestRedisStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	limit := ratewarden.Limit{Algorithm: ratewarden.TokenBucket, Rate: 1, Period: time.Hour}
-	// The fallback's deadline is the default 50 ms: a busy machine can miss
-	// it, and the answer is then degraded. Such a run proves nothing about
-	// the stack; it runs again on a fresh key.
-	for attempt := range 20 {
-		var sources []ratewarden.Source
-		degraded := false
-		for range 3 {
-			r, err := lim.Allow(t.Context(), "192.0.2."+strconv.Itoa(attempt), limit)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sources = append(sources, r.Source)
-			degraded = degraded || r.Source.Degraded()
+	var sources []ratewarden.Source
+	for range 3 {
+		r, err := lim.Allow(t.Context(), "192.0.2.1", limit)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if degraded {
-			t.Logf("attempt %d: %v: Redis missed the deadline; again", attempt, sources)
-			continue
-		}
-		if sources[0] != ratewarden.SourceStore || sources[1] != ratewarden.SourceStore || sources[2] != ratewarden.SourceCache {
-			t.Errorf("sources %v, want [store store cache]", sources)
-		}
-		return
+		sources = append(sources, r.Source)
 	}
-	t.Fatal("every attempt missed the 50 ms deadline: the machine is too slow for this test")
+	if sources[0] != ratewarden.SourceStore || sources[1] != ratewarden.SourceStore || sources[2] != ratewarden.SourceCache {
+		t.Errorf("sources %v, want [store store cache]", sources)
+	}
 }

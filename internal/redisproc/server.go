@@ -89,9 +89,9 @@ func WithStartTimeout(d time.Duration) Option { return func(c *config) { c.timeo
 // PATH unless WithBinary named one.
 func newConfig(opts []Option) (*config, error) {
 	c := &config{timeout: DefaultStartTimeout}
-	for _, o := range opts {
+	for i, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("redisproc: nil Option: %w", ErrInvalidOption)
+			return nil, fmt.Errorf("redisproc: option %d is nil: %w", i, ErrInvalidOption)
 		}
 		o(c)
 	}
