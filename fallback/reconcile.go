@@ -160,10 +160,15 @@ func (s *Store) startReconcile() {
 }
 
 // endGrace writes back what the pinned keys admitted during the grace,
-// unless a later recovery extended it (its own timer does that).
+// unless a later recovery extended it (its own timer does that). The
+// writer's lock spans both, so that whoever holds it sees the grace and
+// the write-back that ends it as one step.
 func (s *Store) endGrace() {
+	w := &s.writer
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if s.unpin() {
-		s.writeBack(false)
+		s.writeBackLocked(false)
 	}
 }
 
@@ -189,6 +194,12 @@ func (s *Store) writeBack(pin bool) bool {
 	w := &s.writer
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return s.writeBackLocked(pin)
+}
+
+// writeBackLocked is writeBack with the writer's lock held.
+func (s *Store) writeBackLocked(pin bool) bool {
+	w := &s.writer
 	entries, dropped, back := s.journal.take()
 	if len(entries) == 0 && dropped == 0 && back == 0 {
 		return false
